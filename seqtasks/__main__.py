@@ -1,0 +1,3 @@
+from seqtasks.cli import main
+
+main()

@@ -1,0 +1,13 @@
+"""Keras 3 layers for sequence models, written with `keras.ops` only.
+
+Every layer is registered as serializable under the package name `seqtasks`,
+so models using them save to `.keras` and load in any process that imports
+this module.
+"""
+
+from seqtasks.layers.attention_decoder import AttentionDecoder
+from seqtasks.layers.bahdanau_attention import BahdanauAttention
+from seqtasks.layers.luong_attention import LuongAttention
+from seqtasks.layers.stacked_rnn import StackedRNN
+
+__all__ = ["AttentionDecoder", "BahdanauAttention", "LuongAttention", "StackedRNN"]

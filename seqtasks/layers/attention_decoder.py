@@ -1,0 +1,378 @@
+import keras
+from keras import ops
+
+from seqtasks.layers.bahdanau_attention import BahdanauAttention
+from seqtasks.layers.luong_attention import SCORES, LuongAttention
+from seqtasks.layers.stacked_rnn import _check_choice, _check_positive_int, _check_rate
+
+DECODER_CELL_TYPES = ("lstm", "gru")
+ATTENTION_TYPES = ("bahdanau", "luong")
+
+
+@keras.saving.register_keras_serializable(package="seqtasks")
+class AttentionDecoder(keras.layers.Layer):
+    """A stacked recurrent decoder with attention and Luong-style input feeding.
+
+    At every target step `t` the decoder
+
+    1. reads `x_t`, the target embedding, concatenated with the previous
+       attentional vector `h̃_{t-1}` when `input_feeding=True`;
+    2. runs it through `num_layers` stacked LSTM or GRU cells, giving the top
+       state `h_t`;
+    3. attends over the memory (the encoder outputs) with `h_t` as the query,
+       giving the context `c_t` (Bahdanau or Luong score);
+    4. returns the attentional vector `h̃_t = tanh(W_c [h_t; c_t])`
+       (dropout applied when training), which the caller projects onto the
+       vocabulary.
+
+    `call` runs a whole target sequence at once (teacher forcing). With input
+    feeding the steps depend on each other and run in a `keras.ops.scan`;
+    without it the recurrent layers run over the whole sequence in their fused
+    (cuDNN-eligible) kernels and attention is computed for all steps at once.
+    For decoding, `get_initial_state`, `prepare_memory` and `step` run one
+    step at a time from an explicit state; both paths compute the same
+    function.
+
+    Args:
+        units: int, the state size of every recurrent layer.
+        num_layers: int, how many recurrent layers to stack. Defaults to 1.
+        cell_type: `"lstm"` or `"gru"`.
+        attention: `"bahdanau"` or `"luong"`.
+        score: the Luong score, one of `"dot"`, `"general"`, `"concat"`
+            (ignored for Bahdanau). `"dot"` needs memory of size `units`.
+        attention_units: hidden size of the Bahdanau and Luong `concat`
+            scores. Defaults to `units`.
+        normalize: bool, weight normalisation of the Bahdanau score.
+        scale: bool, learned scale of the Luong score.
+        input_feeding: bool, whether `h̃_{t-1}` is fed into step `t`.
+        output_size: int, size of the attentional vector `h̃`. Defaults to
+            `units`.
+        dropout: float, dropout rate between recurrent layers and on `h̃`.
+        seed: optional int, seed of the dropout masks.
+        **kwargs: other keyword arguments of `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: `(batch, Tt, features)`, the embedded target inputs (the
+            target shifted right, starting with a start token).
+        memory: `(batch, Ts, memory_dim)`, the encoder outputs.
+        initial_state: optional list with one entry per layer, each a list of
+            `(batch, units)` tensors (`[h, c]` for LSTM, `[h]` for GRU), such
+            as the `states` returned by a unidirectional `StackedRNN` of the
+            same size. Zeros when not given.
+        inputs_mask: optional `(batch, Tt)` boolean; outputs at padded target
+            steps are zero. Taken from the Keras mask of `inputs`.
+        memory_mask: optional `(batch, Ts)` boolean; padded source positions
+            get zero attention. Taken from the Keras mask of `memory`.
+        training: bool, whether dropout is active.
+        return_attention: bool, whether to also return the attention weights.
+
+    Returns:
+        `outputs` of shape `(batch, Tt, output_size)`, carrying the target
+        mask; with `return_attention=True` a tuple `(outputs, weights)` where
+        `weights` is `(batch, Tt, Ts)`.
+
+    Step-by-step decoding:
+
+    >>> decoder = AttentionDecoder(units=16, attention="luong", score="general")
+    >>> memory = np.ones((2, 7, 12), "float32")
+    >>> _ = decoder(np.zeros((2, 1, 8), "float32"), memory)  # builds the layer
+    >>> cache = decoder.prepare_memory(memory)
+    >>> state = decoder.get_initial_state(batch_size=2)
+    >>> output, state, weights = decoder.step(np.zeros((2, 8), "float32"), state, cache)
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 16), (2, 7))
+
+    References:
+        Luong, Pham & Manning, "Effective Approaches to Attention-based Neural
+        Machine Translation", EMNLP 2015 (input feeding, attentional vector).
+        Bahdanau, Cho & Bengio, ICLR 2015 (additive attention).
+    """
+
+    def __init__(
+        self,
+        units,
+        num_layers=1,
+        cell_type="lstm",
+        attention="luong",
+        score="general",
+        attention_units=None,
+        normalize=False,
+        scale=False,
+        input_feeding=True,
+        output_size=None,
+        dropout=0.0,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int(units, "units")
+        _check_positive_int(num_layers, "num_layers")
+        _check_choice(cell_type, DECODER_CELL_TYPES, "cell_type")
+        _check_choice(attention, ATTENTION_TYPES, "attention")
+        _check_choice(score, SCORES, "score")
+        if attention_units is not None:
+            _check_positive_int(attention_units, "attention_units")
+        if output_size is not None:
+            _check_positive_int(output_size, "output_size")
+        _check_rate(dropout, "dropout")
+        self.units = units
+        self.num_layers = num_layers
+        self.cell_type = cell_type
+        self.attention = attention
+        self.score = score
+        self.attention_units = attention_units
+        self.normalize = bool(normalize)
+        self.scale = bool(scale)
+        self.input_feeding = bool(input_feeding)
+        self.output_size = output_size
+        self.dropout = float(dropout)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+
+    @property
+    def attentional_size(self):
+        return self.output_size or self.units
+
+    @property
+    def _states_per_layer(self):
+        return 2 if self.cell_type == "lstm" else 1
+
+    def build(self, inputs_shape, memory_shape, initial_state_shape=None):
+        rnn_class = keras.layers.LSTM if self.cell_type == "lstm" else keras.layers.GRU
+        input_dim = inputs_shape[-1]
+        if self.input_feeding:
+            input_dim += self.attentional_size
+        self.rnn_layers = []
+        for index in range(self.num_layers):
+            layer = rnn_class(
+                self.units,
+                return_sequences=True,
+                return_state=True,
+                dtype=self.dtype_policy,
+                name=f"{self.cell_type}_{index}",
+            )
+            layer.build((None, None, input_dim))
+            self.rnn_layers.append(layer)
+            input_dim = self.units
+        attention_units = self.attention_units or self.units
+        if self.attention == "bahdanau":
+            self.attention_layer = BahdanauAttention(
+                attention_units,
+                normalize=self.normalize,
+                dtype=self.dtype_policy,
+                name="attention",
+            )
+        else:
+            self.attention_layer = LuongAttention(
+                score=self.score,
+                units=attention_units if self.score == "concat" else None,
+                scale=self.scale,
+                dtype=self.dtype_policy,
+                name="attention",
+            )
+        self.attention_layer.build((None, self.units), memory_shape)
+        self.output_dense = keras.layers.Dense(
+            self.attentional_size,
+            activation="tanh",
+            use_bias=False,
+            dtype=self.dtype_policy,
+            name="attentional_dense",
+        )
+        self.output_dense.build((None, self.units + memory_shape[-1]))
+        self.built = True
+
+    def _require_built(self):
+        if not self.built:
+            raise ValueError(
+                "AttentionDecoder is not built: call it once on a target "
+                "batch and the memory (or call `build`) before stepping."
+            )
+
+    def prepare_memory(self, memory, memory_mask=None):
+        """Returns the per-sequence attention cache `(memory, keys, mask)`.
+
+        The key projection is computed here once, not at every step. The mask
+        is all `True` when not given, so the cache is a tuple of tensors that
+        beam search can tile.
+        """
+        self._require_built()
+        if memory_mask is None:
+            memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
+        keys = self.attention_layer.prepare_keys(memory)
+        return memory, keys, ops.cast(memory_mask, "bool")
+
+    def get_initial_state(self, batch_size, initial_state=None):
+        """Returns the flat decoder state: each layer's states, then `h̃`.
+
+        `initial_state` takes the per-layer format of `call`. The attentional
+        vector fed into the first step is zero.
+        """
+        self._require_built()
+        state = []
+        if initial_state is None:
+            zeros = ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
+            state = [zeros] * (self.num_layers * self._states_per_layer)
+        else:
+            if len(initial_state) != self.num_layers:
+                raise ValueError(
+                    f"Expected an initial state for each of the {self.num_layers} "
+                    f"layers. Received: {len(initial_state)} entries"
+                )
+            for layer_state in initial_state:
+                layer_state = list(layer_state)
+                if len(layer_state) != self._states_per_layer:
+                    raise ValueError(
+                        f"Expected {self._states_per_layer} state tensors per "
+                        f"{self.cell_type} layer. Received: {len(layer_state)}"
+                    )
+                state.extend(layer_state)
+        if self.input_feeding:
+            state.append(
+                ops.zeros((batch_size, self.attentional_size), dtype=self.compute_dtype)
+            )
+        return state
+
+    def _layer_states(self, state):
+        n = self._states_per_layer
+        return [list(state[i * n : (i + 1) * n]) for i in range(self.num_layers)]
+
+    def step(self, inputs, state, memory_cache, training=False):
+        """Runs one decoder step.
+
+        Args:
+            inputs: `(batch, features)`, the embedded previous target token.
+            state: the flat state from `get_initial_state` or the last step.
+            memory_cache: the tuple from `prepare_memory`.
+            training: bool, whether dropout is active.
+
+        Returns:
+            `(output, state, weights)`: the attentional vector
+            `(batch, output_size)`, the new flat state and the attention
+            weights `(batch, Ts)`.
+        """
+        self._require_built()
+        return self._step(inputs, state, memory_cache, None)
+
+    def _step(self, inputs, state, memory_cache, dropout_masks):
+        memory, keys, memory_mask = memory_cache
+        if self.input_feeding:
+            inputs = ops.concatenate([inputs, state[-1]], axis=-1)
+        new_state = []
+        x = inputs
+        for index, layer_state in enumerate(self._layer_states(state)):
+            if index > 0 and dropout_masks is not None:
+                x = x * dropout_masks[index - 1]
+            x, layer_new_state = self.rnn_layers[index].cell(x, layer_state)
+            if not isinstance(layer_new_state, (list, tuple)):
+                layer_new_state = [layer_new_state]
+            new_state.extend(layer_new_state)
+        context, weights = self.attention_layer.attend(x, keys, memory, memory_mask)
+        output = self.output_dense(ops.concatenate([x, context], axis=-1))
+        if dropout_masks is not None:
+            output = output * dropout_masks[-1]
+        if self.input_feeding:
+            new_state.append(output)
+        return output, new_state, weights
+
+    def _dropout_masks(self, time_steps, batch_size, training):
+        """Per-step dropout masks drawn before the scan, one per dropout site."""
+        if not training or self.dropout == 0.0:
+            return None
+        sizes = [self.units] * (self.num_layers - 1) + [self.attentional_size]
+        return tuple(
+            keras.random.dropout(
+                ops.ones((time_steps, batch_size, size), dtype=self.compute_dtype),
+                self.dropout,
+                seed=self.seed_generator,
+            )
+            for size in sizes
+        )
+
+    def call(
+        self,
+        inputs,
+        memory,
+        initial_state=None,
+        inputs_mask=None,
+        memory_mask=None,
+        training=None,
+        return_attention=False,
+    ):
+        batch_size = ops.shape(inputs)[0]
+        cache = self.prepare_memory(memory, memory_mask)
+        state = self.get_initial_state(batch_size, initial_state)
+        if self.input_feeding:
+            outputs, weights = self._run_scan(inputs, state, cache, training)
+        else:
+            outputs, weights = self._run_fused(inputs, state, cache, inputs_mask, training)
+        if inputs_mask is not None:
+            outputs = outputs * ops.expand_dims(ops.cast(inputs_mask, outputs.dtype), -1)
+        if return_attention:
+            return outputs, weights
+        return outputs
+
+    def _run_scan(self, inputs, state, cache, training):
+        time_major = ops.transpose(inputs, (1, 0, 2))
+        batch_size = ops.shape(inputs)[0]
+        masks = self._dropout_masks(ops.shape(time_major)[0], batch_size, training)
+        memory_mask = cache[2]
+
+        # Keras' TensorFlow `scan` stacks outputs shaped like the carry, so the
+        # step's output and weights travel in the carry and the carry is the
+        # per-step output.
+        def body(carry, step_inputs):
+            if masks is None:
+                x_t, step_masks = step_inputs, None
+            else:
+                x_t, step_masks = step_inputs
+            output, new_state, weights = self._step(x_t, carry[0], cache, step_masks)
+            new_carry = (new_state, output, ops.cast(weights, self.compute_dtype))
+            return new_carry, new_carry
+
+        init = (
+            state,
+            ops.zeros((batch_size, self.attentional_size), dtype=self.compute_dtype),
+            ops.zeros_like(ops.cast(memory_mask, self.compute_dtype)),
+        )
+        xs = time_major if masks is None else (time_major, masks)
+        _, (_, outputs, weights) = ops.scan(body, init, xs)
+        return ops.transpose(outputs, (1, 0, 2)), ops.transpose(weights, (1, 0, 2))
+
+    def _run_fused(self, inputs, state, cache, inputs_mask, training):
+        memory, keys, memory_mask = cache
+        x = inputs
+        for index, layer_state in enumerate(self._layer_states(state)):
+            if index > 0 and training and self.dropout > 0.0:
+                x = keras.random.dropout(x, self.dropout, seed=self.seed_generator)
+            x, *_ = self.rnn_layers[index](
+                x, initial_state=layer_state, mask=inputs_mask, training=training
+            )
+        context, weights = self.attention_layer.attend(x, keys, memory, memory_mask)
+        outputs = self.output_dense(ops.concatenate([x, context], axis=-1))
+        if training and self.dropout > 0.0:
+            outputs = keras.random.dropout(outputs, self.dropout, seed=self.seed_generator)
+        return outputs, weights
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "num_layers": self.num_layers,
+                "cell_type": self.cell_type,
+                "attention": self.attention,
+                "score": self.score,
+                "attention_units": self.attention_units,
+                "normalize": self.normalize,
+                "scale": self.scale,
+                "input_feeding": self.input_feeding,
+                "output_size": self.output_size,
+                "dropout": self.dropout,
+                "seed": self.seed,
+            }
+        )
+        return config

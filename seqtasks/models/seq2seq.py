@@ -1,0 +1,187 @@
+import dataclasses
+
+import keras
+from keras import ops
+
+from seqtasks.layers import AttentionDecoder, StackedRNN
+
+PAD_ID = 0
+
+
+@keras.saving.register_keras_serializable(package="seqtasks")
+class Seq2Seq(keras.Model):
+    """An attention encoder-decoder over token ids.
+
+    Source embedding -> `StackedRNN` encoder -> bridge -> `AttentionDecoder`
+    over the encoder outputs -> vocabulary logits. Id 0 is padding in both
+    vocabularies.
+
+    Args:
+        source_vocab_size, target_vocab_size: int, vocabulary sizes.
+        embedding_dim: int, size of both embeddings.
+        encoder: dict of `StackedRNN` arguments.
+        decoder: dict of `AttentionDecoder` arguments.
+        bridge: how the decoder's initial state is made from the encoder's
+            final states: `"dense"` (a tanh projection of all of them, for any
+            sizes), `"copy"` (layer by layer, bidirectional states
+            concatenated; sizes must match) or `"none"` (zeros).
+        **kwargs: other keyword arguments of `keras.Model`.
+
+    Call arguments:
+        inputs: a tuple `(source_ids, target_input_ids)`, int tensors
+            `(batch, Ts)` and `(batch, Tt)`; the target input starts with the
+            start token (teacher forcing).
+        training: bool.
+
+    Returns:
+        Logits `(batch, Tt, target_vocab_size)` carrying the target padding
+        mask, so Keras losses and metrics skip padded steps.
+
+    For decoding, `encode(source_ids)` returns the attention cache and the
+    initial decoder state; `decode_step(ids, state, cache)` returns the next
+    logits, state and attention weights.
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        embedding_dim=64,
+        encoder=None,
+        decoder=None,
+        bridge="dense",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if bridge not in ("dense", "copy", "none"):
+            raise ValueError(
+                f"Expected one of {{'dense', 'copy', 'none'}}. Received: bridge={bridge!r}"
+            )
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.embedding_dim = embedding_dim
+        self.encoder = dict(encoder or {"units": 64})
+        self.decoder = dict(decoder or {"units": 64})
+        self.bridge = bridge
+        self.source_embedding = keras.layers.Embedding(
+            source_vocab_size, embedding_dim, mask_zero=True, name="source_embedding"
+        )
+        self.target_embedding = keras.layers.Embedding(
+            target_vocab_size, embedding_dim, mask_zero=True, name="target_embedding"
+        )
+        self.encoder_layer = StackedRNN(**self.encoder, name="encoder")
+        self.decoder_layer = AttentionDecoder(**self.decoder, name="decoder")
+        self.bridge_dense = None
+        if bridge == "dense":
+            per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
+            self.bridge_dense = keras.layers.Dense(
+                self.decoder_layer.units * per_layer * self.decoder_layer.num_layers,
+                activation="tanh",
+                name="bridge",
+            )
+        self.output_dense = keras.layers.Dense(target_vocab_size, name="logits")
+
+    @classmethod
+    def from_recipe(cls, model_config, source_vocab_size, target_vocab_size, seed=None):
+        """Builds the model from a recipe's `Seq2SeqModelConfig`."""
+        encoder = dataclasses.asdict(model_config.encoder)
+        decoder = dataclasses.asdict(model_config.decoder)
+        attention = model_config.attention
+        decoder.update(
+            attention=attention.type,
+            score=attention.score,
+            attention_units=attention.units,
+            normalize=attention.normalize,
+            scale=attention.scale,
+            seed=seed,
+        )
+        return cls(
+            source_vocab_size,
+            target_vocab_size,
+            embedding_dim=model_config.embedding_dim,
+            encoder=encoder,
+            decoder=decoder,
+            bridge=model_config.bridge,
+        )
+
+    def build(self, input_shape=None):
+        self.source_embedding.build((None, None))
+        self.target_embedding.build((None, None))
+        self.encoder_layer.build((None, None, self.embedding_dim))
+        memory_shape = (None, None, self.encoder_layer.output_dim)
+        self.decoder_layer.build((None, None, self.embedding_dim), memory_shape)
+        if self.bridge_dense is not None:
+            states = self.encoder_layer.num_layers * self.encoder_layer.states_per_layer
+            self.bridge_dense.build((None, states * self.encoder_layer.units))
+        self.output_dense.build((None, None, self.decoder_layer.attentional_size))
+        self.built = True
+
+    def _initial_decoder_state(self, encoder_states):
+        if self.bridge == "none":
+            return None
+        if self.bridge == "dense":
+            flat = ops.concatenate([s for layer in encoder_states for s in layer], axis=-1)
+            projected = self.bridge_dense(flat)
+            units = self.decoder_layer.units
+            per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
+            pieces = [
+                projected[:, i * units : (i + 1) * units]
+                for i in range(per_layer * self.decoder_layer.num_layers)
+            ]
+            return [pieces[i * per_layer : (i + 1) * per_layer] for i in range(self.decoder_layer.num_layers)]
+        if not self.encoder_layer.bidirectional:
+            return encoder_states
+        half = self.encoder_layer.states_per_layer // 2
+        return [
+            [ops.concatenate([layer[i], layer[half + i]], axis=-1) for i in range(half)]
+            for layer in encoder_states
+        ]
+
+    def _encode(self, source_ids, training=None):
+        source_mask = ops.not_equal(source_ids, PAD_ID)
+        embedded = self.source_embedding(source_ids)
+        memory, states = self.encoder_layer(embedded, mask=source_mask, training=training)
+        return memory, source_mask, self._initial_decoder_state(states)
+
+    def call(self, inputs, training=None):
+        source_ids, target_ids = inputs
+        memory, source_mask, initial_state = self._encode(source_ids, training)
+        target = self.target_embedding(target_ids)
+        outputs = self.decoder_layer(
+            target,
+            memory,
+            initial_state=initial_state,
+            memory_mask=source_mask,
+            training=training,
+        )
+        return self.output_dense(outputs)
+
+    def encode(self, source_ids):
+        """Returns `(cache, state)` for `decode_step`, in inference mode."""
+        memory, source_mask, initial_state = self._encode(source_ids, training=False)
+        cache = self.decoder_layer.prepare_memory(memory, source_mask)
+        state = self.decoder_layer.get_initial_state(ops.shape(source_ids)[0], initial_state)
+        return cache, state
+
+    def decode_step(self, ids, state, cache):
+        """One decoding step from the previous ids `(batch,)`.
+
+        Returns `(logits, state, weights)`: `(batch, vocab)` logits, the new
+        flat state and the attention weights `(batch, Ts)`.
+        """
+        output, state, weights = self.decoder_layer.step(self.target_embedding(ids), state, cache)
+        return self.output_dense(output), state, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "source_vocab_size": self.source_vocab_size,
+                "target_vocab_size": self.target_vocab_size,
+                "embedding_dim": self.embedding_dim,
+                "encoder": self.encoder,
+                "decoder": self.decoder,
+                "bridge": self.bridge,
+            }
+        )
+        return config

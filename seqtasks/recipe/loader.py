@@ -1,0 +1,285 @@
+"""Loads a recipe: defaults < the YAML file < `--set key=value` overrides.
+
+YAML is read with the safe loader only (no tags that build objects), every key
+is checked against the dataclasses, and every error names its source (the
+file, or the `--set` flag) and the dotted path of the field.
+"""
+
+import dataclasses
+import difflib
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from seqtasks.errors import RecipeError
+from seqtasks.recipe.schema import DistributeConfig, ExportConfig, TrainingConfig, section, spec
+
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """The safe loader, reading `1e-3` as a float as YAML 1.2 does (1.1 reads a string)."""
+
+
+_SafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
+        r"|[0-9][0-9_]*[eE][-+]?[0-9]+|\.(?:inf|Inf|INF)|[-+]\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _yaml_load(text):
+    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+@dataclass
+class Recipe:
+    task: str = spec("", "The task to run; see `seqtasks recipes` and the task table.")
+    name: str = spec("", "Run and export folder name (default: the recipe file's stem).")
+    description: str = spec("", "One line shown by `seqtasks recipes`.")
+    seed: int = spec(0, "Seed of data splits, shuffling and weight initialisation.", min=0)
+    data: Any = spec(None, "Task-specific data section.")
+    model: Any = spec(None, "Task-specific model section.")
+    training: TrainingConfig = section(TrainingConfig, "Optimisation and fit settings.")
+    export: ExportConfig = section(ExportConfig, "SavedModel export.")
+    distribute: DistributeConfig = section(DistributeConfig, "tf.distribute strategy.")
+
+
+class _Sources:
+    """Says where the value at a dotted path came from, for error messages."""
+
+    def __init__(self, path, key_lines, override_keys):
+        self.path = path
+        self.key_lines = key_lines
+        self.override_keys = override_keys
+
+    def error(self, dotted, message):
+        for key in self.override_keys:
+            if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
+                return RecipeError(f"--set {key}: {message}")
+        line = self.key_lines.get(dotted)
+        where = f" (line {line})" if line else ""
+        return RecipeError(f"{self.path}: {dotted}: {message}{where}")
+
+
+def load_recipe(path, overrides=()):
+    """Reads the recipe at `path`, applies `KEY=VALUE` overrides, validates it."""
+    path = Path(path)
+    text = _read(path)
+    try:
+        raw = _yaml_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise RecipeError(f"{path}: invalid YAML: {problem}{line}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RecipeError(
+            f"{path}: expected a mapping of sections at the top level; got {_describe(raw)}"
+        )
+    parsed = [_parse_override(item) for item in overrides]
+    for key, value in parsed:
+        _set_dotted(raw, key, value)
+    _check_override_keys([key for key, _ in parsed], raw.get("task"))
+    sources = _Sources(path, _key_lines(text), [key for key, _ in parsed])
+    raw.setdefault("name", path.stem)
+    return _build_recipe(raw, sources)
+
+
+def dump_recipe(recipe):
+    """The recipe as YAML text; loading it gives an equal recipe."""
+    return yaml.safe_dump(dataclasses.asdict(recipe), sort_keys=False)
+
+
+def _read(path):
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"{path}: no such recipe file") from None
+    except IsADirectoryError:
+        raise RecipeError(f"{path}: is a folder, expected a recipe file") from None
+    except UnicodeDecodeError as error:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except OSError as error:
+        raise RecipeError(f"{path}: cannot read: {error.strerror}") from None
+
+
+def _parse_override(item):
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
+        raise RecipeError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. training.epochs=3")
+    try:
+        value = _yaml_load(text)
+    except yaml.YAMLError:
+        value = text
+    return key, value
+
+
+def _set_dotted(raw, key, value):
+    node = raw
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            prefix = ".".join(parts[: depth + 1])
+            raise RecipeError(f"--set {key}: {prefix} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _check_override_keys(keys, task):
+    """Every `--set` key must name a field of the schema (of `task`, when known)."""
+    from seqtasks.tasks import TASKS
+
+    types = {}
+    if task in TASKS:
+        types = {"data": TASKS[task].data_config, "model": TASKS[task].model_config}
+    for key in keys:
+        cls = Recipe
+        parts = key.split(".")
+        for depth, part in enumerate(parts):
+            prefix = ".".join(parts[: depth + 1])
+            names = [f.name for f in dataclasses.fields(cls)]
+            if part not in names:
+                close = difflib.get_close_matches(part, names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise RecipeError(
+                    f"--set {key}: unknown key {prefix}; expected one of {', '.join(names)}{hint}"
+                )
+            hint_type = types.get(part) if cls is Recipe and part in types else typing.get_type_hints(cls)[part]
+            if depth == len(parts) - 1:
+                break
+            if hint_type is Any:
+                break  # data or model of an unknown task: the task error comes first
+            if not dataclasses.is_dataclass(hint_type):
+                raise RecipeError(f"--set {key}: {prefix} is a value, not a section")
+            cls = hint_type
+
+
+def _key_lines(text):
+    """Maps every dotted key of the YAML text to its line number."""
+    lines = {}
+    try:
+        root = yaml.compose(text, Loader=_SafeLoader)
+    except yaml.YAMLError:
+        return lines
+
+    def walk(node, prefix):
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                dotted = f"{prefix}{key_node.value}"
+                lines[dotted] = key_node.start_mark.line + 1
+                walk(value_node, dotted + ".")
+
+    walk(root, "")
+    return lines
+
+
+def _build_recipe(raw, sources):
+    from seqtasks.tasks import TASKS
+
+    task = raw.get("task")
+    if task is None:
+        raise sources.error("task", f"missing; expected one of {', '.join(TASKS)}")
+    if task not in TASKS:
+        raise sources.error("task", f"expected one of {', '.join(TASKS)}; got {task!r}")
+    spec_of_task = TASKS[task]
+    types = {"data": spec_of_task.data_config, "model": spec_of_task.model_config}
+    recipe = _build(Recipe, raw, "", sources, types)
+    for name in types:
+        if getattr(recipe, name) is None:
+            setattr(recipe, name, types[name]())
+    if not _NAME_PATTERN.match(recipe.name):
+        raise sources.error(
+            "name", f"expected letters, digits, '.', '_' or '-' (a folder name); got {recipe.name!r}"
+        )
+    return recipe
+
+
+def _build(cls, raw, prefix, sources, types=None):
+    path = prefix.rstrip(".") or "(top level)"
+    if not isinstance(raw, dict):
+        raise sources.error(path, f"expected a mapping; got {_describe(raw)}")
+    hints = typing.get_type_hints(cls)
+    if types:
+        hints.update(types)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in raw:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise sources.error(
+                f"{prefix}{key}", f"unknown key; expected one of {', '.join(names)}{hint}"
+            )
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name in raw:
+            values[f.name] = _convert(hints[f.name], raw[f.name], f"{prefix}{f.name}", f.metadata, sources)
+    obj = cls(**values)
+    for relative, message in getattr(obj, "check", lambda: [])():
+        raise sources.error(f"{prefix}{relative}", message)
+    return obj
+
+
+def _convert(hint, value, dotted, metadata, sources):
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union and type(None) in args:
+        if value is None:
+            return None
+        hint = next(arg for arg in args if arg is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, {} if value is None else value, dotted + ".", sources)
+    if origin is typing.Literal:
+        if value not in args:
+            raise sources.error(dotted, f"expected one of {', '.join(map(str, args))}; got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise sources.error(dotted, f"expected a list of strings; got {_describe(value)}")
+        return list(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise sources.error(dotted, f"expected true or false; got {_describe(value)}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise sources.error(dotted, f"expected an integer; got {_describe(value)}")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise sources.error(dotted, f"expected a number; got {_describe(value)}")
+        value = float(value)
+    elif hint is str:
+        if not isinstance(value, str):
+            raise sources.error(dotted, f"expected a string; got {_describe(value)}")
+        return value
+    else:
+        raise TypeError(f"unsupported recipe field type {hint} at {dotted}")
+    if "min" in metadata and value < metadata["min"]:
+        raise sources.error(dotted, f"expected at least {metadata['min']}; got {value}")
+    if "max" in metadata and value > metadata["max"]:
+        raise sources.error(dotted, f"expected at most {metadata['max']}; got {value}")
+    if "below" in metadata and value >= metadata["below"]:
+        raise sources.error(dotted, f"expected less than {metadata['below']}; got {value}")
+    return value
+
+
+def _describe(value):
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, (dict, list)):
+        return f"a {'mapping' if isinstance(value, dict) else 'list'}"
+    return f"{value!r}"

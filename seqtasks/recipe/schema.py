@@ -1,0 +1,154 @@
+"""The recipe's typed sections.
+
+Field metadata carries the bounds the loader enforces: `min`, `max`, and
+`below` (an exclusive upper bound). A section's `check()` returns the
+cross-field problems as `(relative dotted path, message)` pairs. Every field's
+`doc` metadata is its documentation.
+"""
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+
+def spec(default, doc, **bounds):
+    """A dataclass field with a documentation string and optional bounds."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc, **bounds})
+    return field(default=default, metadata={"doc": doc, **bounds})
+
+
+def section(cls, doc):
+    return field(default_factory=cls, metadata={"doc": doc})
+
+
+@dataclass
+class EncoderConfig:
+    cell_type: Literal["lstm", "gru", "rnn"] = spec("lstm", "Recurrent cell of every encoder layer.")
+    units: int = spec(128, "State size of every encoder layer.", min=1)
+    num_layers: int = spec(1, "Number of stacked encoder layers.", min=1)
+    bidirectional: bool = spec(False, "Whether every layer reads both directions.")
+    merge_mode: Literal["concat", "sum", "ave", "mul"] = spec(
+        "concat", "How bidirectional outputs are merged."
+    )
+    residual: bool = spec(False, "Residual connections between layers of equal size.")
+    dropout: float = spec(0.0, "Dropout between encoder layers.", min=0.0, below=1.0)
+
+    @property
+    def output_dim(self):
+        if self.bidirectional and self.merge_mode == "concat":
+            return 2 * self.units
+        return self.units
+
+
+@dataclass
+class AttentionConfig:
+    type: Literal["bahdanau", "luong"] = spec("luong", "Attention mechanism.")
+    score: Literal["dot", "general", "concat"] = spec(
+        "general", "Luong score function (ignored for Bahdanau)."
+    )
+    units: Optional[int] = spec(
+        None, "Hidden size of the Bahdanau and Luong concat scores (default: decoder units).", min=1
+    )
+    normalize: bool = spec(False, "Weight-normalised Bahdanau score.")
+    scale: bool = spec(False, "Learned scale of the Luong score.")
+
+
+@dataclass
+class DecoderConfig:
+    cell_type: Literal["lstm", "gru"] = spec("lstm", "Recurrent cell of every decoder layer.")
+    units: int = spec(128, "State size of every decoder layer.", min=1)
+    num_layers: int = spec(1, "Number of stacked decoder layers.", min=1)
+    input_feeding: bool = spec(True, "Feed the previous attentional vector into each step (Luong).")
+    dropout: float = spec(0.0, "Dropout between decoder layers and on the attentional vector.", min=0.0, below=1.0)
+
+
+@dataclass
+class Seq2SeqModelConfig:
+    embedding_dim: int = spec(64, "Size of the source and target embeddings.", min=1)
+    encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN encoder.")
+    decoder: DecoderConfig = section(DecoderConfig, "The AttentionDecoder.")
+    attention: AttentionConfig = section(AttentionConfig, "The decoder's attention.")
+    bridge: Literal["dense", "copy", "none"] = spec(
+        "dense",
+        "Decoder initial state: a dense projection of the encoder's final states, "
+        "a copy of them (sizes must match), or zeros.",
+    )
+
+    def check(self):
+        problems = []
+        if (
+            self.attention.type == "luong"
+            and self.attention.score == "dot"
+            and self.encoder.output_dim != self.decoder.units
+        ):
+            problems.append(
+                (
+                    "attention.score",
+                    f"'dot' needs encoder outputs ({self.encoder.output_dim}) of the size of "
+                    f"decoder.units ({self.decoder.units}); use 'general' or 'concat'",
+                )
+            )
+        if self.bridge == "copy":
+            encoder_state = self.encoder.units * (2 if self.encoder.bidirectional else 1)
+            if (
+                self.encoder.num_layers != self.decoder.num_layers
+                or self.encoder.cell_type != self.decoder.cell_type
+                or encoder_state != self.decoder.units
+            ):
+                problems.append(
+                    (
+                        "bridge",
+                        "'copy' needs encoder and decoder of the same cell type and number of "
+                        f"layers, and encoder state size ({encoder_state}) equal to decoder.units "
+                        f"({self.decoder.units}); use 'dense'",
+                    )
+                )
+        return problems
+
+
+@dataclass
+class TrainingConfig:
+    epochs: int = spec(10, "Passes over the training data.", min=1)
+    batch_size: int = spec(64, "Global batch size (split across replicas).", min=1)
+    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = spec("adam", "Optimizer.")
+    learning_rate: float = spec(1e-3, "Learning rate.", min=1e-12)
+    clipnorm: Optional[float] = spec(5.0, "Gradient norm clipping (null: none).", min=1e-12)
+    early_stopping_patience: Optional[int] = spec(
+        None, "Epochs without a better validation loss before stopping (null: never).", min=1
+    )
+    jit_compile: Literal["auto", "on", "off"] = spec(
+        "off", "XLA compilation of the train step ('auto' lets Keras decide)."
+    )
+
+
+@dataclass
+class ExportConfig:
+    enabled: bool = spec(True, "Export a SavedModel after training.")
+    directory: str = spec(
+        "saved_models",
+        "Export root; the model goes to <directory>/<recipe name>/<version>/.",
+    )
+
+
+@dataclass
+class DistributeConfig:
+    strategy: Literal["auto", "one_device", "mirrored"] = spec(
+        "auto",
+        "tf.distribute strategy: 'auto' mirrors over all GPUs when there are several, "
+        "else uses the default strategy.",
+    )
+    devices: list[str] = spec([], "Devices for 'one_device' (the first) and 'mirrored' (all).")
+
+
+@dataclass
+class ToyDataConfig:
+    train_size: int = spec(4000, "Generated training examples.", min=1)
+    validation_size: int = spec(400, "Generated validation examples.", min=1)
+    min_length: int = spec(3, "Shortest digit sequence.", min=1)
+    max_length: int = spec(10, "Longest digit sequence.", min=1)
+    num_symbols: int = spec(10, "Distinct digits (0 to num_symbols - 1).", min=2, max=10)
+
+    def check(self):
+        if self.min_length > self.max_length:
+            return [("min_length", f"must not exceed max_length ({self.max_length}); got {self.min_length}")]
+        return []

@@ -1,0 +1,38 @@
+"""The task table: every task `seqtasks run` knows, in one place.
+
+A task names its recipe sections' types and its runner as `module:function`,
+imported only when the task runs, so reading recipes never imports TensorFlow.
+"""
+
+from dataclasses import dataclass
+
+from seqtasks.recipe.schema import Seq2SeqModelConfig, ToyDataConfig
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    description: str
+    data_config: type
+    model_config: type
+    runner: str
+
+    def load_runner(self):
+        import importlib
+
+        module_name, function_name = self.runner.split(":")
+        return getattr(importlib.import_module(module_name), function_name)
+
+
+TASKS = {
+    task.name: task
+    for task in [
+        Task(
+            name="toy",
+            description="Reverse digit sequences with the attention encoder-decoder.",
+            data_config=ToyDataConfig,
+            model_config=Seq2SeqModelConfig,
+            runner="seqtasks.tasks.toy:run",
+        ),
+    ]
+}

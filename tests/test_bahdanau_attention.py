@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+from attention_reference import bahdanau_scores, softmax
+from layer_test_utils import run_layer_test
+
+from seqtasks.layers import BahdanauAttention
+
+RNG = np.random.default_rng(0)
+QUERY = RNG.normal(size=(2, 3, 4)).astype("float32")
+VALUE = RNG.normal(size=(2, 5, 6)).astype("float32")
+KEY = RNG.normal(size=(2, 5, 7)).astype("float32")
+MASK = np.array([[True, True, True, False, False], [True] * 5])
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_matches_numpy_formula(normalize):
+    layer = BahdanauAttention(units=8, normalize=normalize)
+    context, weights = layer(QUERY, VALUE, key=KEY, value_mask=MASK)
+    b = None
+    g = None
+    if normalize:
+        # Non-trivial g and b so the test sees them.
+        layer.attention_g.assign(0.7)
+        layer.attention_b.assign(RNG.normal(size=8).astype("float32"))
+        context, weights = layer(QUERY, VALUE, key=KEY, value_mask=MASK)
+        g, b = np.array(layer.attention_g), np.array(layer.attention_b)
+    scores = bahdanau_scores(
+        QUERY,
+        KEY,
+        np.array(layer.query_dense.kernel),
+        np.array(layer.key_dense.kernel),
+        np.array(layer.attention_v),
+        g=g,
+        b=b,
+    )
+    expected = softmax(scores, MASK[:, None, :])
+    np.testing.assert_allclose(np.array(weights), expected, atol=1e-5)
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+
+
+def test_padding_gets_exactly_zero_weight_and_rows_sum_to_one():
+    context, weights = BahdanauAttention(units=8)(QUERY, VALUE, value_mask=MASK)
+    weights = np.array(weights)
+    assert np.all(weights[0, :, 3:] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+
+
+def test_fully_padded_memory_gives_zero_weights_and_context():
+    mask = np.zeros((2, 5), bool)
+    context, weights = BahdanauAttention(units=8)(QUERY, VALUE, value_mask=mask)
+    assert np.all(np.array(weights) == 0.0)
+    assert np.all(np.array(context) == 0.0)
+
+
+def test_single_step_query_equals_first_row_of_many_steps():
+    layer = BahdanauAttention(units=8)
+    context, weights = layer(QUERY, VALUE, value_mask=MASK)
+    step_context, step_weights = layer(QUERY[:, 0], VALUE, value_mask=MASK)
+    assert step_weights.shape == (2, 5)
+    np.testing.assert_allclose(np.array(step_weights), np.array(weights)[:, 0], atol=1e-6)
+    np.testing.assert_allclose(np.array(step_context), np.array(context)[:, 0], atol=1e-6)
+
+
+def test_mask_comes_from_keras_mask_of_value():
+    import keras
+
+    ids = np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 5]])
+    memory = keras.layers.Embedding(10, 6, mask_zero=True)(ids)
+    _, weights = BahdanauAttention(units=4)(QUERY, memory)
+    assert np.all(np.array(weights)[0, :, 3:] == 0.0)
+
+
+def test_query_mask_zeroes_the_context_of_padded_queries():
+    query_mask = np.array([[True, True, False], [True, True, True]])
+    context, _ = BahdanauAttention(units=8)(QUERY, VALUE, query_mask=query_mask)
+    assert np.all(np.array(context)[0, 2] == 0.0)
+    assert np.any(np.array(context)[1, 2] != 0.0)
+
+
+def test_layer_contract(tmp_path):
+    run_layer_test(
+        BahdanauAttention,
+        {"units": 8, "normalize": True},
+        {"query": QUERY, "value": VALUE, "value_mask": MASK},
+        tmp_path=tmp_path,
+    )
+
+
+def test_invalid_units_is_a_clear_error():
+    with pytest.raises(ValueError, match="Expected a positive integer for `units`. Received: units=0"):
+        BahdanauAttention(units=0)
+
+
+def test_value_of_wrong_rank_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"Expected `value` and `key` of shape \(batch, Tv, dim\)"):
+        BahdanauAttention(units=4)(QUERY, VALUE[:, 0])

@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+from attention_reference import luong_scores, softmax
+from layer_test_utils import run_layer_test
+
+from seqtasks.layers import LuongAttention
+
+RNG = np.random.default_rng(1)
+QUERY = RNG.normal(size=(2, 3, 6)).astype("float32")
+VALUE = RNG.normal(size=(2, 5, 6)).astype("float32")
+KEY = RNG.normal(size=(2, 5, 4)).astype("float32")
+MASK = np.array([[True, True, False, False, False], [True] * 5])
+
+
+def _check(layer, key, expected_scores):
+    expected = softmax(expected_scores, MASK[:, None, :])
+    context, weights = layer(QUERY, VALUE, key=key, value_mask=MASK)
+    np.testing.assert_allclose(np.array(weights), expected, atol=1e-5)
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+
+
+def test_dot_matches_numpy_formula():
+    _check(LuongAttention(score="dot"), VALUE, luong_scores(QUERY, VALUE, "dot"))
+
+
+def test_general_matches_numpy_formula():
+    layer = LuongAttention(score="general")
+    layer(QUERY, VALUE, key=KEY)
+    expected = luong_scores(QUERY, KEY, "general", w=np.array(layer.key_dense.kernel))
+    _check(layer, KEY, expected)
+
+
+def test_concat_matches_numpy_formula():
+    layer = LuongAttention(score="concat", units=5)
+    layer(QUERY, VALUE, key=KEY)
+    expected = luong_scores(
+        QUERY,
+        KEY,
+        "concat",
+        w_q=np.array(layer.query_dense.kernel),
+        w_k=np.array(layer.key_dense.kernel),
+        v=np.array(layer.attention_v),
+    )
+    _check(layer, KEY, expected)
+
+
+def test_learned_scale_multiplies_the_scores():
+    layer = LuongAttention(score="dot", scale=True)
+    layer(QUERY, VALUE)
+    layer.attention_g.assign(2.5)
+    _check(layer, VALUE, luong_scores(QUERY, VALUE, "dot", g=2.5))
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_padding_gets_exactly_zero_weight(score):
+    layer = LuongAttention(score=score, units=4 if score == "concat" else None)
+    _, weights = layer(QUERY[:, 0], VALUE, value_mask=MASK)
+    weights = np.array(weights)
+    assert weights.shape == (2, 5)
+    assert np.all(weights[0, 2:] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_layer_contract(score, tmp_path):
+    run_layer_test(
+        LuongAttention,
+        {"score": score, "units": 4 if score == "concat" else None, "scale": True},
+        {"query": QUERY, "value": VALUE, "value_mask": MASK},
+        tmp_path=tmp_path,
+    )
+
+
+def test_unknown_score_is_a_clear_error():
+    with pytest.raises(ValueError) as error:
+        LuongAttention(score="x")
+    message = str(error.value)
+    assert message.startswith("Expected one of {")
+    assert message.endswith("}. Received: score='x'")
+    assert all(name in message for name in ("'dot'", "'general'", "'concat'"))
+
+
+def test_concat_without_units_is_a_clear_error():
+    with pytest.raises(ValueError, match="Expected a positive integer `units` for score='concat'"):
+        LuongAttention(score="concat")
+
+
+def test_dot_with_mismatched_sizes_is_a_clear_error():
+    with pytest.raises(ValueError, match="score='dot' needs queries and keys of the same size"):
+        LuongAttention(score="dot")(QUERY, KEY)

@@ -1,0 +1,122 @@
+import keras
+import numpy as np
+import pytest
+from layer_test_utils import run_layer_test
+
+from seqtasks.layers import StackedRNN
+
+RNG = np.random.default_rng(2)
+INPUTS = RNG.normal(size=(3, 6, 5)).astype("float32")
+LENGTHS = [6, 4, 2]
+MASK = np.arange(6)[None, :] < np.array(LENGTHS)[:, None]
+PADDED = np.where(MASK[..., None], INPUTS, 0.0).astype("float32")
+
+CONFIGS = [
+    {"units": 8, "cell_type": "lstm", "num_layers": 2},
+    {"units": 8, "cell_type": "gru", "num_layers": 2, "residual": True},
+    {"units": 8, "cell_type": "rnn"},
+    {"units": 8, "cell_type": "lstm", "bidirectional": True, "num_layers": 2, "residual": True},
+    {"units": 8, "cell_type": "gru", "bidirectional": True, "merge_mode": "sum", "num_layers": 3},
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_padded_batch_equals_sequences_one_by_one(config):
+    layer = StackedRNN(**config)
+    outputs, states = layer(PADDED, mask=MASK)
+    for row, length in enumerate(LENGTHS):
+        alone_outputs, alone_states = layer(INPUTS[row : row + 1, :length])
+        np.testing.assert_allclose(
+            np.array(outputs)[row, :length], np.array(alone_outputs)[0], atol=1e-5
+        )
+        for layer_states, alone_layer_states in zip(states, alone_states):
+            for state, alone_state in zip(layer_states, alone_layer_states):
+                np.testing.assert_allclose(np.array(state)[row], np.array(alone_state)[0], atol=1e-5)
+        assert np.all(np.array(outputs)[row, length:] == 0.0)
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
+def test_masked_final_state_equals_output_at_last_real_step(cell_type):
+    outputs, states = StackedRNN(units=8, cell_type=cell_type, num_layers=2)(PADDED, mask=MASK)
+    last = np.array(outputs)[np.arange(3), np.array(LENGTHS) - 1]
+    np.testing.assert_allclose(np.array(states[-1][0]), last, atol=1e-6)
+
+
+def test_states_structure_and_output_size():
+    outputs, states = StackedRNN(units=8, num_layers=3, bidirectional=True)(INPUTS)
+    assert outputs.shape == (3, 6, 16)
+    assert len(states) == 3
+    assert all(len(layer_states) == 4 for layer_states in states)
+    assert all(state.shape == (3, 8) for layer_states in states for state in layer_states)
+
+
+def test_residual_adds_each_upper_layers_input():
+    layer = StackedRNN(units=5, num_layers=2, cell_type="gru", residual=True)
+    outputs, _ = layer(INPUTS)
+    first, *_ = layer.rnn_layers[0](INPUTS)
+    second, *_ = layer.rnn_layers[1](first)
+    # The first layer (5 -> 5 features here) is residual too, since sizes match.
+    first = first + INPUTS
+    second, *_ = layer.rnn_layers[1](first)
+    np.testing.assert_allclose(np.array(outputs), np.array(second + first), atol=1e-5)
+
+
+def test_dropout_between_layers_only_when_training():
+    layer = StackedRNN(units=8, num_layers=2, dropout=0.5)
+    inference = [np.array(layer(INPUTS, training=False)[0]) for _ in range(2)]
+    np.testing.assert_array_equal(inference[0], inference[1])
+    training = np.array(layer(INPUTS, training=True)[0])
+    assert not np.allclose(training, inference[0])
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
+def test_layers_stay_eligible_for_cudnn(cell_type):
+    # Keras' own criteria, less its "is a GPU visible" check.
+    import importlib
+
+    tf_rnn = importlib.import_module("keras.src.backend.tensorflow.rnn")
+
+    layer = StackedRNN(units=8, num_layers=2, cell_type=cell_type, bidirectional=True, dropout=0.2)
+    layer(INPUTS)
+    for wrapper in layer.rnn_layers:
+        for rnn in (wrapper.forward_layer, wrapper.backward_layer):
+            cell = rnn.cell
+            assert rnn.use_cudnn in ("auto", True)
+            assert cell.recurrent_dropout == 0.0 and cell.dropout == 0.0
+            arguments = dict(
+                activation=cell.activation,
+                recurrent_activation=cell.recurrent_activation,
+                unroll=rnn.unroll,
+                use_bias=cell.use_bias,
+            )
+            if cell_type == "lstm":
+                assert tf_rnn._do_lstm_arguments_support_cudnn(**arguments)
+            else:
+                assert tf_rnn._do_gru_arguments_support_cudnn(reset_after=cell.reset_after, **arguments)
+
+
+def test_mask_propagates_to_outputs_in_a_functional_model():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    outputs, _ = StackedRNN(units=4)(embedded)
+    assert outputs._keras_mask is not None
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3]])
+def test_layer_contract(config, tmp_path):
+    run_layer_test(StackedRNN, config, {"inputs": PADDED, "mask": MASK}, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"units": 8, "cell_type": "lstmm"}, "Received: cell_type='lstmm'"),
+        ({"units": 0}, "Expected a positive integer. Received: units=0"),
+        ({"units": 8, "num_layers": 0}, "Received: num_layers=0"),
+        ({"units": 8, "merge_mode": "max"}, "Received: merge_mode='max'"),
+        ({"units": 8, "dropout": 1.0}, r"Expected a rate in \[0, 1\). Received: dropout=1.0"),
+    ],
+)
+def test_invalid_arguments_are_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        StackedRNN(**kwargs)

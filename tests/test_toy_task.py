@@ -1,0 +1,110 @@
+"""The default recipe end to end: train, evaluate, write the run folder, export, serve."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from seqtasks.cli import main
+from seqtasks.recipe import load_recipe
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    exports = root / "saved_models"
+    result = CliRunner().invoke(
+        main,
+        ["run", "toy", "--output-dir", str(root / "runs"), "--set", f"export.directory={exports}"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (root / "runs" / "toy").iterdir()
+    return run_dir, exports, result.output
+
+
+def test_the_model_learns_to_reverse(toy_run):
+    run_dir, _, output = toy_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["validation"]["sequence_accuracy"] >= 0.95
+    assert metrics["validation"]["token_accuracy"] >= 0.98
+    losses = metrics["history"]["loss"]
+    assert losses[-1] < losses[0] / 10
+    assert "validation sequence_accuracy" in output
+
+
+def test_run_folder_holds_recipe_metrics_logs_and_model(toy_run):
+    run_dir, exports, _ = toy_run
+    saved = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    assert saved["export"]["directory"] == str(exports)  # the --set value is in the merged recipe
+    assert load_recipe(run_dir / "recipe.yaml").model.attention.score == "general"
+    assert list((run_dir / "logs" / "train").glob("events.out.tfevents.*"))
+    assert list((run_dir / "logs" / "validation").glob("events.out.tfevents.*"))
+    assert (run_dir / "checkpoints" / "best.weights.h5").is_file()
+    model = keras.models.load_model(run_dir / "model" / "model.keras", safe_mode=True)
+    source = np.array([[4, 5, 6, 0]])
+    target_in = np.array([[1, 6, 5, 4]])
+    predicted = np.argmax(model.predict([source, target_in], verbose=0), -1)
+    np.testing.assert_array_equal(predicted, [[6, 5, 4, 2]])  # reversed, then </s>
+
+
+def test_saved_model_serves_strings_with_tensorflow_alone(toy_run, fresh_python):
+    _, exports, _ = toy_run
+    export_dir = exports / "toy" / "1"
+    assert (export_dir / "saved_model.pb").is_file()
+    result = fresh_python(
+        f"""
+import sys, json
+import tensorflow as tf
+import tensorflow_text
+serve = tf.saved_model.load({str(export_dir)!r}).signatures["serving_default"]
+outputs = {{}}
+for name, batch in {{
+    "digits": ["3 1 4 1 5", "2 7 1 8"],
+    "single": ["9 8 7"],
+    "edge": ["", "1 " * 1000, "déjà vu 1 2 3", "\\t3\\n4 "],
+    "empty_batch": [],
+}}.items():
+    result = serve(text=tf.constant(batch, dtype=tf.string))
+    assert result["output"].dtype == tf.string and result["score"].dtype == tf.float32
+    assert result["output"].shape == (len(batch),) and result["score"].shape == (len(batch),)
+    outputs[name] = [s.decode() for s in result["output"].numpy()]
+assert not [name for name in sys.modules if name.startswith("seqtasks")]
+print(json.dumps(outputs))
+"""
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    outputs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outputs["digits"] == ["5 1 4 1 3", "8 1 7 2"]
+    assert outputs["single"] == ["7 8 9"]
+    assert outputs["edge"][3] == "4 3"
+    assert outputs["empty_batch"] == []
+
+
+def test_a_second_export_is_the_next_version(toy_run, tmp_path):
+    _, exports, _ = toy_run
+    before = (exports / "toy" / "1" / "saved_model.pb").read_bytes()
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "toy",
+            "--output-dir",
+            str(tmp_path),
+            "--set",
+            f"export.directory={exports}",
+            "--set",
+            "data.train_size=64",
+            "--set",
+            "data.validation_size=16",
+            "--set",
+            "training.epochs=1",
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]
+    assert (exports / "toy" / "1" / "saved_model.pb").read_bytes() == before
