@@ -15,10 +15,6 @@ def make_optimizer(config):
     return classes[config.optimizer](learning_rate=config.learning_rate, clipnorm=config.clipnorm)
 
 
-def jit_compile_flag(config):
-    return {"auto": "auto", "on": True, "off": False}[config.jit_compile]
-
-
 def fit(model, train_data, validation_data, config, run_dir):
     """Trains with `model.fit`, logging to TensorBoard and keeping the best weights.
 
@@ -49,5 +45,6 @@ def fit(model, train_data, validation_data, config, run_dir):
         shuffle=False,  # the datasets shuffle themselves
         verbose=2,
     )
-    model.load_weights(str(best))
+    if best.exists():  # absent only when no epoch had a finite validation loss
+        model.load_weights(str(best))
     return history

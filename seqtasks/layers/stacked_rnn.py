@@ -32,8 +32,9 @@ class StackedRNN(keras.layers.Layer):
     Each layer reads the full output sequence of the layer below. Options:
     bidirectional layers (forward and backward outputs merged with
     `merge_mode`), residual connections (a layer's input is added to its output
-    wherever their sizes match, i.e. from the second layer on, as in GNMT) and
-    dropout on the outputs of every layer but the top one.
+    wherever their sizes match: every layer from the second on, as in GNMT, and
+    the first too when the input size equals the output size) and dropout on
+    the outputs of every layer but the top one.
 
     Every layer uses Keras' fused recurrent implementation with the default
     activations and no recurrent dropout, so on a GPU LSTM and GRU layers take

@@ -9,14 +9,13 @@ import dataclasses
 import difflib
 import re
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from seqtasks.errors import RecipeError
-from seqtasks.recipe.schema import DistributeConfig, ExportConfig, TrainingConfig, section, spec
+from seqtasks.recipe.schema import Recipe
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -37,19 +36,6 @@ _SafeLoader.add_implicit_resolver(
 
 def _yaml_load(text):
     return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
-
-
-@dataclass
-class Recipe:
-    task: str = spec("", "The task to run; see `seqtasks recipes` and the task table.")
-    name: str = spec("", "Run and export folder name (default: the recipe file's stem).")
-    description: str = spec("", "One line shown by `seqtasks recipes`.")
-    seed: int = spec(0, "Seed of data splits, shuffling and weight initialisation.", min=0)
-    data: Any = spec(None, "Task-specific data section.")
-    model: Any = spec(None, "Task-specific model section.")
-    training: TrainingConfig = section(TrainingConfig, "Optimisation and fit settings.")
-    export: ExportConfig = section(ExportConfig, "SavedModel export.")
-    distribute: DistributeConfig = section(DistributeConfig, "tf.distribute strategy.")
 
 
 class _Sources:

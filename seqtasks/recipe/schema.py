@@ -7,7 +7,7 @@ cross-field problems as `(relative dotted path, message)` pairs. Every field's
 """
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 
 def spec(default, doc, **bounds):
@@ -116,9 +116,6 @@ class TrainingConfig:
     early_stopping_patience: Optional[int] = spec(
         None, "Epochs without a better validation loss before stopping (null: never).", min=1
     )
-    jit_compile: Literal["auto", "on", "off"] = spec(
-        "off", "XLA compilation of the train step ('auto' lets Keras decide)."
-    )
 
 
 @dataclass
@@ -152,3 +149,18 @@ class ToyDataConfig:
         if self.min_length > self.max_length:
             return [("min_length", f"must not exceed max_length ({self.max_length}); got {self.min_length}")]
         return []
+
+
+@dataclass
+class Recipe:
+    """A whole recipe; `data` and `model` take the types the task table gives its task."""
+
+    task: str = spec("", "The task to run; see `seqtasks recipes` and the task table.")
+    name: str = spec("", "Run and export folder name (default: the recipe file's stem).")
+    description: str = spec("", "One line shown by `seqtasks recipes`.")
+    seed: int = spec(0, "Seed of data splits, shuffling and weight initialisation.", min=0)
+    data: Any = spec(None, "Task-specific data section.")
+    model: Any = spec(None, "Task-specific model section.")
+    training: TrainingConfig = section(TrainingConfig, "Optimisation and fit settings.")
+    export: ExportConfig = section(ExportConfig, "SavedModel export.")
+    distribute: DistributeConfig = section(DistributeConfig, "tf.distribute strategy.")

@@ -146,7 +146,7 @@ def run(recipe, run_dir):
     from seqtasks.export import export_saved_model
     from seqtasks.io_utils import publish_folder
     from seqtasks.models import Seq2Seq
-    from seqtasks.training import fit, jit_compile_flag, make_optimizer
+    from seqtasks.training import fit, make_optimizer
 
     started = time.time()
     keras.utils.set_random_seed(recipe.seed)
@@ -165,7 +165,8 @@ def run(recipe, run_dir):
             optimizer=make_optimizer(recipe.training),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="token_accuracy")],
-            jit_compile=jit_compile_flag(recipe.training),
+            # XLA cannot compile the gradient of the input-feeding scan (TensorArray accumulators).
+            jit_compile=False,
         )
     history = fit(
         model,
