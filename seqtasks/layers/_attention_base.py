@@ -90,6 +90,18 @@ class ScoreAttention(keras.layers.Layer):
             return None
         return previous_mask, None
 
+    def _dense(self, units, input_dim, name):
+        """A bias-free projection built for `input_dim` features."""
+        layer = keras.layers.Dense(
+            units,
+            use_bias=False,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build((None, input_dim))
+        return layer
+
     def prepare_keys(self, key):
         raise NotImplementedError
 

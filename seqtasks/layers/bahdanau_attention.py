@@ -69,22 +69,8 @@ class BahdanauAttention(ScoreAttention):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def _build_score(self, query_dim, key_dim):
-        self.query_dense = keras.layers.Dense(
-            self.units,
-            use_bias=False,
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name="query_dense",
-        )
-        self.query_dense.build((None, query_dim))
-        self.key_dense = keras.layers.Dense(
-            self.units,
-            use_bias=False,
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name="key_dense",
-        )
-        self.key_dense.build((None, key_dim))
+        self.query_dense = self._dense(self.units, query_dim, "query_dense")
+        self.key_dense = self._dense(self.units, key_dim, "key_dense")
         self.attention_v = self.add_weight(
             name="attention_v",
             shape=(self.units,),

@@ -81,17 +81,6 @@ class LuongAttention(ScoreAttention):
         self.scale = bool(scale)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
-    def _dense(self, units, input_dim, name):
-        layer = keras.layers.Dense(
-            units,
-            use_bias=False,
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name=name,
-        )
-        layer.build((None, input_dim))
-        return layer
-
     def _build_score(self, query_dim, key_dim):
         if self.score == "dot" and query_dim != key_dim:
             raise ValueError(
