@@ -14,6 +14,7 @@ LAYER_TESTS = [
     "tests/test_stacked_rnn.py",
     "tests/test_attention_decoder.py",
     "tests/test_greedy_search.py",
+    "tests/test_beam_search.py",
 ]
 
 

@@ -1,0 +1,127 @@
+from keras import ops
+
+_NEG = -1e9
+
+
+def tile_beams(structure, beam_width):
+    """Repeats every tensor's batch entries `beam_width` times: `(batch, ...)` -> `(batch * beam, ...)`.
+
+    Entry `b * beam_width + k` is beam `k` of batch entry `b`, the layout
+    `beam_search` expects of its state and of anything its step function
+    closes over (such as the encoder outputs).
+    """
+    from keras import tree
+
+    return tree.map_structure(lambda x: ops.repeat(x, beam_width, axis=0), structure)
+
+
+def length_penalty(lengths, alpha):
+    """GNMT length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016)."""
+    return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
+
+
+def beam_search(
+    step_fn,
+    state,
+    start_ids,
+    end_id,
+    max_length,
+    beam_width,
+    alpha=0.0,
+    pad_id=0,
+):
+    """Beam search for a whole batch in one graph loop (`keras.ops.while_loop`).
+
+    Every step expands each live hypothesis by every token, scores the
+    candidates by their summed log-probability divided by the GNMT length
+    penalty, and keeps the best `beam_width` per batch entry. A hypothesis
+    that produced `end_id` keeps its score and length. The loop stops when all
+    kept hypotheses have ended, or after `max_length` steps. With
+    `beam_width=1` it returns what `greedy_search` returns.
+
+    Args:
+        step_fn: `step_fn(ids, state) -> (logits, state)` on `batch * beam`
+            rows: `ids` `(batch * beam,)`, logits `(batch * beam, vocab)`.
+        state: the initial state, already tiled with `tile_beams`.
+        start_ids: `(batch,)` int, the first input of every sequence.
+        end_id: int, the id that ends a hypothesis.
+        max_length: int, most tokens to produce (including `end_id`).
+        beam_width: int >= 1.
+        alpha: float >= 0, the length penalty's exponent (0: none; larger
+            favours longer outputs).
+        pad_id: int, written after a hypothesis has ended.
+
+    Returns:
+        `(ids, lengths, scores, state)` of the best hypothesis of each batch
+        entry: `ids` `(batch, max_length)` int32 (`end_id` then `pad_id`
+        after the end), `lengths` `(batch,)` tokens produced, `end_id`
+        included, `scores` `(batch,)` float32 log-probability divided by the
+        length penalty, and that hypothesis' last state `(batch, ...)`.
+
+    Reference:
+        Wu et al., "Google's Neural Machine Translation System", 2016, §7.
+    """
+    from keras import tree
+
+    if beam_width < 1:
+        raise ValueError(f"Expected beam_width >= 1. Received: beam_width={beam_width}")
+    width = beam_width
+    start_ids = ops.cast(start_ids, "int32")
+    batch_size = ops.shape(start_ids)[0]
+    positions = ops.arange(max_length, dtype="int32")
+    batch_offsets = ops.expand_dims(ops.arange(batch_size, dtype="int32") * width, 1)
+
+    def gather(x, flat_index):
+        return ops.take(x, flat_index, axis=0)
+
+    def cond(step, ids, last, state, finished, lengths, scores):
+        return ops.logical_and(step < max_length, ops.logical_not(ops.all(finished)))
+
+    def body(step, ids, last, state, finished, lengths, scores):
+        logits, state = step_fn(ops.reshape(last, (-1,)), state)
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        vocab_size = ops.shape(log_probs)[-1]
+        log_probs = ops.reshape(log_probs, (batch_size, width, vocab_size))
+        # An ended hypothesis can only be extended by `end_id`, at no cost.
+        only_end = ops.where(ops.arange(vocab_size) == end_id, 0.0, _NEG)
+        log_probs = ops.where(ops.expand_dims(finished, -1), only_end, log_probs)
+        totals = ops.expand_dims(scores, -1) + log_probs
+        new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
+        normalized = totals / ops.expand_dims(length_penalty(new_lengths, alpha), -1)
+        top_values, top_indices = ops.top_k(ops.reshape(normalized, (batch_size, -1)), k=width)
+        top_indices = ops.cast(top_indices, "int32")
+        origin = top_indices // vocab_size
+        token = top_indices % vocab_size
+        flat_origin = ops.reshape(origin + batch_offsets, (-1,))
+
+        was_finished = ops.take_along_axis(finished, origin, axis=1)
+        scores = ops.take_along_axis(ops.reshape(totals, (batch_size, -1)), top_indices, axis=1)
+        lengths = ops.take_along_axis(new_lengths, origin, axis=1)
+        written = ops.where(was_finished, pad_id, token)
+        ids = ops.take_along_axis(ids, ops.expand_dims(origin, -1), axis=1)
+        at_step = ops.cast(ops.equal(positions, step), "int32")
+        ids = ids + ops.expand_dims(written, -1) * at_step
+        finished = ops.logical_or(was_finished, ops.equal(token, end_id))
+        state = tree.map_structure(lambda x: gather(x, flat_origin), state)
+        return step + 1, ids, written, state, finished, lengths, scores
+
+    initial_scores = ops.tile(
+        ops.expand_dims(ops.where(ops.arange(width) == 0, 0.0, _NEG), 0), (batch_size, 1)
+    )
+    loop_vars = (
+        ops.convert_to_tensor(0, dtype="int32"),
+        ops.zeros((batch_size, width, max_length), dtype="int32"),
+        ops.repeat(ops.expand_dims(start_ids, 1), width, axis=1),
+        state,
+        ops.zeros((batch_size, width), dtype="bool"),
+        ops.zeros((batch_size, width), dtype="int32"),
+        initial_scores,
+    )
+    _, ids, _, state, _, lengths, scores = ops.while_loop(cond, body, loop_vars)
+    # Hypotheses are kept sorted by normalized score: beam 0 is the best.
+    best = ops.reshape(batch_offsets, (-1,))
+    ids = ids[:, 0]
+    if pad_id != 0:
+        ids = ops.where(positions[None, :] < lengths[:, :1], ids, pad_id)
+    normalized = scores[:, 0] / length_penalty(lengths[:, 0], alpha)
+    return ids, lengths[:, 0], normalized, tree.map_structure(lambda x: gather(x, best), state)
