@@ -15,24 +15,51 @@ def make_optimizer(config):
     return classes[config.optimizer](learning_rate=config.learning_rate, clipnorm=config.clipnorm)
 
 
+def _time_limit(minutes):
+    import time
+
+    import keras
+
+    class TimeLimit(keras.callbacks.Callback):
+        """Stops training once `minutes` have passed, checked after every batch."""
+
+        def on_train_begin(self, logs=None):
+            self.deadline = time.monotonic() + 60.0 * minutes
+            self.stopped_early = False
+
+        def on_train_batch_end(self, batch, logs=None):
+            if time.monotonic() > self.deadline:
+                self.model.stop_training = True
+                self.stopped_early = True
+
+    return TimeLimit()
+
+
 def fit(model, train_data, validation_data, config, run_dir):
     """Trains with `model.fit`, logging to TensorBoard and keeping the best weights.
 
     The weights with the lowest validation loss are saved under
     `run_dir/checkpoints/` and restored into the model before returning the
-    Keras history.
+    Keras history, with `batches_seen`, the training steps run.
     """
     import keras
 
     run_dir = Path(run_dir)
     best = run_dir / "checkpoints" / "best.weights.h5"
     best.parent.mkdir(parents=True, exist_ok=True)
+    counter = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: setattr(counter, "count", counter.count + 1)
+    )
+    counter.count = 0
     callbacks = [
+        counter,
         keras.callbacks.ModelCheckpoint(
             str(best), monitor="val_loss", save_best_only=True, save_weights_only=True
         ),
         keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs")),
     ]
+    if config.max_minutes is not None:
+        callbacks.append(_time_limit(config.max_minutes))
     if config.early_stopping_patience is not None:
         callbacks.append(
             keras.callbacks.EarlyStopping(monitor="val_loss", patience=config.early_stopping_patience)
@@ -47,4 +74,5 @@ def fit(model, train_data, validation_data, config, run_dir):
     )
     if best.exists():  # absent only when no epoch had a finite validation loss
         model.load_weights(str(best))
+    history.batches_seen = counter.count
     return history

@@ -91,6 +91,17 @@ def test_dropout_only_when_training(input_feeding):
     assert not np.allclose(first, np.array(decoder(TARGET, MEMORY, training=True)))
 
 
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_fit_with_dropout_on_sequences_of_unknown_length(input_feeding):
+    target = keras.Input((None, 5))
+    memory = keras.Input((None, 12))
+    outputs = AttentionDecoder(units=8, num_layers=2, dropout=0.3, input_feeding=input_feeding)(target, memory)
+    model = keras.Model([target, memory], outputs)
+    model.compile(optimizer="sgd", loss="mse")
+    history = model.fit([TARGET, MEMORY], np.zeros((3, 4, 8)), epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+
+
 def test_wrong_initial_state_is_a_clear_error():
     decoder = AttentionDecoder(units=8, num_layers=2)
     decoder(TARGET, MEMORY)

@@ -54,6 +54,22 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     assert recipe.training.learning_rate == 3e-4
 
 
+def test_data_paths_resolve_against_the_recipe_folder_or_the_current_one(tmp_path, monkeypatch):
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    path = write(folder, "task: translation\ndata:\n  path: ../data/pairs.tsv\n")
+    assert load_recipe(path).data.path == str(tmp_path / "data" / "pairs.tsv")
+    monkeypatch.chdir(tmp_path)
+    assert load_recipe(path, ["data.path=mine.tsv"]).data.path == "mine.tsv"
+    assert load_recipe(path, ["data.path=/abs/pairs.tsv"]).data.path == "/abs/pairs.tsv"
+
+
+def test_translation_needs_a_data_path(tmp_path):
+    assert "x.yaml: data.path: required: the file of sentence pairs" in error_of(
+        write(tmp_path, "task: translation\n")
+    )
+
+
 def test_dumped_recipe_loads_back_equal(tmp_path):
     recipe = load_recipe(write(tmp_path, "task: toy\n"), ["model.encoder.num_layers=2"])
     again = load_recipe(write(tmp_path, dump_recipe(recipe), name="dumped.yaml"))
@@ -86,8 +102,8 @@ def test_builtin_recipes_load(name, path):
         ("task: toy\nmodel:\n  encoder:\n    dropout: 1.5\n", "model.encoder.dropout: expected less than 1.0; got 1.5"),
         ("task: toy\nexport:\n  enabled: yes please\n", "export.enabled: expected true or false; got 'yes please'"),
         ("task: toy\nmodel: 3\n", "x.yaml: model: expected a mapping; got 3 (line 2)"),
-        ("task: toyy\n", "x.yaml: task: expected one of toy; got 'toyy' (line 1)"),
-        ("data: {}\n", "x.yaml: task: missing; expected one of toy"),
+        ("task: toyy\n", "x.yaml: task: expected one of toy, translation; got 'toyy' (line 1)"),
+        ("data: {}\n", "x.yaml: task: missing; expected one of toy, translation"),
         ("task: toy\nname: ../escape\n", "x.yaml: name: expected letters, digits"),
         ("- task\n- toy\n", "x.yaml: expected a mapping of sections at the top level; got a list"),
         ("task: toy\ndata:\n  min_length: 9\n  max_length: 4\n", "data.min_length: must not exceed max_length (4); got 9"),

@@ -45,10 +45,10 @@ def test_run_folder_holds_recipe_metrics_logs_and_model(toy_run):
     assert list((run_dir / "logs" / "validation").glob("events.out.tfevents.*"))
     assert (run_dir / "checkpoints" / "best.weights.h5").is_file()
     model = keras.models.load_model(run_dir / "model" / "model.keras", safe_mode=True)
-    source = np.array([[4, 5, 6, 0]])
-    target_in = np.array([[1, 6, 5, 4]])
-    predicted = np.argmax(model.predict([source, target_in], verbose=0), -1)
-    np.testing.assert_array_equal(predicted, [[6, 5, 4, 2]])  # reversed, then </s>
+    digits = np.array([[4, 5, 6, 0]])  # ids of "0 1 2", then padding
+    target_in = np.array([[2, 6, 5, 4]])  # [START] "2 1 0"
+    predicted = np.argmax(model.predict([digits, target_in], verbose=0), -1)
+    np.testing.assert_array_equal(predicted, [[6, 5, 4, 3]])  # "2 1 0" [END]
 
 
 def test_saved_model_serves_strings_with_tensorflow_alone(toy_run, fresh_python):

@@ -1,4 +1,5 @@
 import keras
+import numpy as np
 from keras import ops
 
 from seqtasks.layers.bahdanau_attention import BahdanauAttention
@@ -318,15 +319,20 @@ class AttentionDecoder(keras.layers.Layer):
         masks = self._dropout_masks(ops.shape(time_major)[0], batch_size, training)
         memory_mask = cache[2]
 
+        input_dim = inputs.shape[-1]
+        mask_sizes = [] if masks is None else [mask.shape[-1] for mask in masks]
+
         # Keras' TensorFlow `scan` stacks outputs shaped like the carry, so the
         # step's output and weights travel in the carry and the carry is the
-        # per-step output.
+        # per-step output. Its inputs are one tensor (the dropout masks
+        # concatenated to the embeddings): with several, it fails on an unknown
+        # number of steps.
         def body(carry, step_inputs):
-            if masks is None:
-                x_t, step_masks = step_inputs, None
-            else:
-                x_t, step_masks = step_inputs
-            output, new_state, weights = self._step(x_t, carry[0], cache, step_masks)
+            step_masks = None
+            if mask_sizes:
+                pieces = ops.split(step_inputs, np.cumsum([input_dim] + mask_sizes[:-1]).tolist(), axis=-1)
+                step_inputs, step_masks = pieces[0], pieces[1:]
+            output, new_state, weights = self._step(step_inputs, carry[0], cache, step_masks)
             new_carry = (new_state, output, ops.cast(weights, self.compute_dtype))
             return new_carry, new_carry
 
@@ -335,7 +341,7 @@ class AttentionDecoder(keras.layers.Layer):
             ops.zeros((batch_size, self.attentional_size), dtype=self.compute_dtype),
             ops.zeros_like(ops.cast(memory_mask, self.compute_dtype)),
         )
-        xs = time_major if masks is None else (time_major, masks)
+        xs = time_major if masks is None else ops.concatenate([time_major, *masks], axis=-1)
         _, (_, outputs, weights) = ops.scan(body, init, xs)
         return ops.transpose(outputs, (1, 0, 2)), ops.transpose(weights, (1, 0, 2))
 

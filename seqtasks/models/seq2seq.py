@@ -156,6 +156,22 @@ class Seq2Seq(keras.Model):
         )
         return self.output_dense(outputs)
 
+    def attention(self, source_ids, target_input_ids):
+        """Attention weights `(batch, Tt, Ts)` while reading the given target (inference mode).
+
+        Feeding a decoded output back gives the weights the decoder used while
+        producing it.
+        """
+        memory, source_mask, initial_state = self._encode(source_ids, training=False)
+        _, weights = self.decoder_layer(
+            self.target_embedding(target_input_ids),
+            memory,
+            initial_state=initial_state,
+            memory_mask=source_mask,
+            return_attention=True,
+        )
+        return weights
+
     def encode(self, source_ids):
         """Returns `(cache, state)` for `decode_step`, in inference mode."""
         memory, source_mask, initial_state = self._encode(source_ids, training=False)

@@ -7,6 +7,7 @@ file, or the `--set` flag) and the dotted path of the field.
 
 import dataclasses
 import difflib
+import os
 import re
 import typing
 from pathlib import Path
@@ -46,10 +47,23 @@ class _Sources:
         self.key_lines = key_lines
         self.override_keys = override_keys
 
-    def error(self, dotted, message):
+    def _override_of(self, dotted):
         for key in self.override_keys:
             if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
-                return RecipeError(f"--set {key}: {message}")
+                return key
+        return None
+
+    def resolve_path(self, dotted, value):
+        """A path from the recipe file is relative to its folder; from `--set`, to the current one."""
+        path = Path(value).expanduser()
+        if path.is_absolute() or self._override_of(dotted):
+            return str(path)
+        return os.path.normpath(self.path.parent / path)
+
+    def error(self, dotted, message):
+        key = self._override_of(dotted)
+        if key:
+            return RecipeError(f"--set {key}: {message}")
         line = self.key_lines.get(dotted)
         where = f" (line {line})" if line else ""
         return RecipeError(f"{self.path}: {dotted}: {message}{where}")
@@ -183,10 +197,10 @@ def _build_recipe(raw, sources):
         raise sources.error("task", f"expected one of {', '.join(TASKS)}; got {task!r}")
     spec_of_task = TASKS[task]
     types = {"data": spec_of_task.data_config, "model": spec_of_task.model_config}
-    recipe = _build(Recipe, raw, "", sources, types)
     for name in types:
-        if getattr(recipe, name) is None:
-            setattr(recipe, name, types[name]())
+        if raw.get(name) is None:
+            raw[name] = {}  # so the section's defaults are checked too
+    recipe = _build(Recipe, raw, "", sources, types)
     if not _NAME_PATTERN.match(recipe.name):
         raise sources.error(
             "name", f"expected letters, digits, '.', '_' or '-' (a folder name); got {recipe.name!r}"
@@ -212,7 +226,10 @@ def _build(cls, raw, prefix, sources, types=None):
     values = {}
     for f in dataclasses.fields(cls):
         if f.name in raw:
-            values[f.name] = _convert(hints[f.name], raw[f.name], f"{prefix}{f.name}", f.metadata, sources)
+            dotted = f"{prefix}{f.name}"
+            values[f.name] = _convert(hints[f.name], raw[f.name], dotted, f.metadata, sources)
+            if f.metadata.get("path") and values[f.name]:
+                values[f.name] = sources.resolve_path(dotted, values[f.name])
     obj = cls(**values)
     for relative, message in getattr(obj, "check", lambda: [])():
         raise sources.error(f"{prefix}{relative}", message)

@@ -63,6 +63,13 @@ class DecoderConfig:
 
 
 @dataclass
+class DecodingConfig:
+    beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1)
+    length_penalty: float = spec(0.0, "GNMT length penalty exponent alpha (0: none).", min=0.0)
+    max_length: int = spec(50, "Most tokens a decoded output may have.", min=1)
+
+
+@dataclass
 class Seq2SeqModelConfig:
     embedding_dim: int = spec(64, "Size of the source and target embeddings.", min=1)
     encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN encoder.")
@@ -73,6 +80,7 @@ class Seq2SeqModelConfig:
         "Decoder initial state: a dense projection of the encoder's final states, "
         "a copy of them (sizes must match), or zeros.",
     )
+    decoding: DecodingConfig = section(DecodingConfig, "Search used for evaluation and export.")
 
     def check(self):
         problems = []
@@ -116,6 +124,10 @@ class TrainingConfig:
     early_stopping_patience: Optional[int] = spec(
         None, "Epochs without a better validation loss before stopping (null: never).", min=1
     )
+    max_minutes: Optional[float] = spec(
+        None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01
+    )
+    label_smoothing: float = spec(0.0, "Label smoothing of the cross-entropy.", min=0.0, below=1.0)
 
 
 @dataclass
@@ -148,6 +160,37 @@ class ToyDataConfig:
     def check(self):
         if self.min_length > self.max_length:
             return [("min_length", f"must not exceed max_length ({self.max_length}); got {self.min_length}")]
+        return []
+
+
+@dataclass
+class TranslationDataConfig:
+    path: str = spec(
+        "",
+        "Tab-separated sentence pairs, plain or gzip. A relative path in a recipe file "
+        "starts at the recipe's folder; one given with --set, at the current folder.",
+        path=True,
+    )
+    url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
+    source_column: int = spec(1, "0-based column of the source sentence.", min=0)
+    target_column: int = spec(0, "0-based column of the target sentence.", min=0)
+    encoding: str = spec("utf-8", "Text encoding of the file.")
+    validation_size: int = spec(2000, "Pairs split off for validation (by source sentence).", min=1)
+    max_length: int = spec(
+        40,
+        "Training pairs with more subwords on either side are left out; served inputs are "
+        "truncated to this many subwords.",
+        min=1,
+    )
+    source_vocab_size: int = spec(8000, "Target size of the source WordPiece vocabulary.", min=10)
+    target_vocab_size: int = spec(8000, "Target size of the target WordPiece vocabulary.", min=10)
+    lower_case: bool = spec(True, "Case-fold both sides before tokenizing.")
+
+    def check(self):
+        if not self.path:
+            return [("path", "required: the file of sentence pairs")]
+        if self.source_column == self.target_column:
+            return [("target_column", f"must differ from source_column ({self.source_column})")]
         return []
 
 

@@ -6,7 +6,7 @@ imported only when the task runs, so reading recipes never imports TensorFlow.
 
 from dataclasses import dataclass
 
-from seqtasks.recipe.schema import Seq2SeqModelConfig, ToyDataConfig
+from seqtasks.recipe.schema import Seq2SeqModelConfig, ToyDataConfig, TranslationDataConfig
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,13 @@ TASKS = {
             data_config=ToyDataConfig,
             model_config=Seq2SeqModelConfig,
             runner="seqtasks.tasks.toy:run",
+        ),
+        Task(
+            name="translation",
+            description="Translate sentences with a subword attention encoder-decoder; BLEU and chrF.",
+            data_config=TranslationDataConfig,
+            model_config=Seq2SeqModelConfig,
+            runner="seqtasks.tasks.translation:run",
         ),
     ]
 }

@@ -1,0 +1,83 @@
+"""Tab-separated parallel corpora (plain or gzip) and their split by source sentence."""
+
+import gzip
+import random
+from pathlib import Path
+
+from seqtasks.errors import SeqtasksError
+
+
+def _open_bytes(path):
+    with open(path, "rb") as handle:
+        magic = handle.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def read_parallel_tsv(path, source_column, target_column, encoding="utf-8"):
+    """Reads `(source, target)` pairs from the given 0-based columns of a TSV file.
+
+    Blank lines are skipped. A line with too few columns, an empty source or
+    target, or bytes that are not valid `encoding` is an error naming the file
+    and the line.
+    """
+    path = Path(path)
+    needed = max(source_column, target_column) + 1
+    pairs = []
+    try:
+        with _open_bytes(path) as lines:
+            for number, raw in enumerate(lines, start=1):
+                try:
+                    line = raw.decode(encoding).rstrip("\r\n")
+                except UnicodeDecodeError as error:
+                    raise SeqtasksError(
+                        f"{path}:{number}: not valid {encoding} (byte {error.start + 1} of the line)"
+                    ) from None
+                if not line.strip():
+                    continue
+                columns = line.split("\t")
+                if len(columns) < needed:
+                    raise SeqtasksError(
+                        f"{path}:{number}: expected at least {needed} tab-separated columns "
+                        f"(source column {source_column}, target column {target_column}); got {len(columns)}"
+                    )
+                source, target = columns[source_column].strip(), columns[target_column].strip()
+                if not source or not target:
+                    raise SeqtasksError(f"{path}:{number}: empty source or target text")
+                pairs.append((source, target))
+    except FileNotFoundError:
+        raise SeqtasksError(f"{path}: no such data file") from None
+    except IsADirectoryError:
+        raise SeqtasksError(f"{path}: is a folder, expected a data file") from None
+    except LookupError:
+        raise SeqtasksError(f"{path}: unknown text encoding {encoding!r}") from None
+    except (OSError, EOFError) as error:
+        raise SeqtasksError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+    if not pairs:
+        raise SeqtasksError(f"{path}: no sentence pairs in the file")
+    return pairs
+
+
+def split_by_source(pairs, validation_size, seed):
+    """Splits pairs so that no source sentence is in both parts (seeded, deterministic).
+
+    Source sentences are shuffled with `seed`; whole groups of pairs sharing a
+    source go to validation until it holds at least `validation_size` pairs.
+    """
+    groups = {}
+    for pair in pairs:
+        groups.setdefault(pair[0], []).append(pair)
+    sources = sorted(groups)
+    if len(sources) < 2:
+        raise SeqtasksError("need at least two distinct source sentences to split off a validation set")
+    random.Random(seed).shuffle(sources)
+    validation, train = [], []
+    for source in sources:
+        if len(validation) < validation_size:
+            validation.extend(groups[source])
+        else:
+            train.extend(groups[source])
+    if not train:
+        raise SeqtasksError(
+            f"data.validation_size ({validation_size}) leaves no training pairs out of {len(pairs)}"
+        )
+    return train, validation

@@ -1,0 +1,37 @@
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="seqtasks")
+class SmoothedSparseCrossentropy(keras.losses.Loss):
+    """Cross-entropy from logits against integer labels, with label smoothing.
+
+    `loss = (1 - ε) · (-log p_y) + ε · mean_v(-log p_v)`: the target
+    distribution puts `1 - ε` on the label and spreads `ε` uniformly over the
+    vocabulary. Computed in float32. Padded steps are skipped through the Keras
+    mask that `Seq2Seq` logits carry.
+
+    Args:
+        label_smoothing: float in [0, 1).
+        **kwargs: other keyword arguments of `keras.losses.Loss`.
+    """
+
+    def __init__(self, label_smoothing=0.0, name="smoothed_sparse_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"Expected label_smoothing in [0, 1). Received: label_smoothing={label_smoothing}")
+        self.label_smoothing = label_smoothing
+
+    def call(self, y_true, y_pred):
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        labels = ops.expand_dims(ops.cast(y_true, "int32"), -1)
+        nll = -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
+        if self.label_smoothing == 0.0:
+            return nll
+        uniform = -ops.mean(log_probs, axis=-1)
+        return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
+
+    def get_config(self):
+        config = super().get_config()
+        config["label_smoothing"] = self.label_smoothing
+        return config

@@ -1,0 +1,175 @@
+"""Translation: an attention encoder-decoder over WordPiece subwords, BLEU and chrF, a string SavedModel."""
+
+import time
+import unicodedata
+
+import numpy as np
+
+from seqtasks.text.subword_tokenizer import END_ID, START_ID
+
+_BUCKETS = [6, 9, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100]
+
+
+def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_size, shuffle_seed=None):
+    """Tokenized, length-filtered, length-bucketed batches `((source, target_in), target_out)`.
+
+    Pairs whose source or target (with `[START]`/`[END]`) exceed `max_length`
+    subwords are left out; batches group sentences of similar length so little
+    of each batch is padding.
+    """
+    import tensorflow as tf
+
+    sources = tf.constant([source for source, _ in pairs])
+    targets = tf.constant([target for _, target in pairs])
+    data = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(1024)
+    data = data.map(
+        lambda s, t: (source_tokenizer.tokenize(s), target_tokenizer.tokenize(t)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    ).unbatch()
+    data = data.filter(
+        lambda s, t: tf.logical_and(
+            tf.logical_and(tf.size(s) > 0, tf.size(s) <= max_length), tf.size(t) + 1 <= max_length
+        )
+    ).cache()
+    if shuffle_seed is not None:
+        data = data.shuffle(len(pairs), seed=shuffle_seed, reshuffle_each_iteration=True)
+    data = data.map(
+        lambda s, t: (s, tf.concat([[START_ID], t], 0), tf.concat([t, [END_ID]], 0))
+    )
+    boundaries = [b for b in _BUCKETS if b < max_length + 1]
+    data = data.bucket_by_sequence_length(
+        lambda s, t_in, t_out: tf.maximum(tf.size(s), tf.size(t_in)),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+    )
+    return data.map(lambda s, t_in, t_out: ((s, t_in), t_out)).prefetch(tf.data.AUTOTUNE)
+
+
+def _normalize_reference(text, lower_case):
+    text = unicodedata.normalize("NFKC", text)
+    return text.casefold() if lower_case else text
+
+
+def _count_target_tokens(dataset):
+    tokens = batches = 0
+    for _, target_out in dataset:
+        tokens += int(np.count_nonzero(target_out.numpy()))
+        batches += 1
+    return tokens, batches
+
+
+def run(recipe, run_dir):
+    """Trains, evaluates (BLEU, chrF, attention heatmaps) and exports; returns the metrics."""
+    import keras
+    import sacrebleu
+    import tensorflow as tf
+
+    from seqtasks.data.parallel_corpus import read_parallel_tsv, split_by_source
+    from seqtasks.distribute import make_strategy
+    from seqtasks.export import export_saved_model
+    from seqtasks.io_utils import publish_folder, write_text_atomic
+    from seqtasks.models import Seq2Seq
+    from seqtasks.plots import save_attention_heatmap
+    from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode, make_server, pad_rows
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
+    from seqtasks.training import fit
+
+    started = time.time()
+    keras.utils.set_random_seed(recipe.seed)
+    config = recipe.data
+    pairs = read_parallel_tsv(config.path, config.source_column, config.target_column, config.encoding)
+    train_pairs, validation_pairs = split_by_source(pairs, config.validation_size, recipe.seed)
+    print(f"Pairs: {len(train_pairs)} training, {len(validation_pairs)} validation")
+
+    source_vocab = learn_vocabulary([s for s, _ in train_pairs], config.source_vocab_size, config.lower_case)
+    target_vocab = learn_vocabulary([t for _, t in train_pairs], config.target_vocab_size, config.lower_case)
+    write_text_atomic(run_dir / "source_vocab.txt", "\n".join(source_vocab) + "\n")
+    write_text_atomic(run_dir / "target_vocab.txt", "\n".join(target_vocab) + "\n")
+    source_tokenizer = SubwordTokenizer(source_vocab, config.lower_case)
+    target_tokenizer = SubwordTokenizer(target_vocab, config.lower_case)
+    print(f"Vocabularies: {len(source_vocab)} source, {len(target_vocab)} target subwords")
+
+    batch_size = recipe.training.batch_size
+    train_data = make_dataset(
+        train_pairs, source_tokenizer, target_tokenizer, config.max_length, batch_size, recipe.seed
+    )
+    validation_data = make_dataset(
+        validation_pairs, source_tokenizer, target_tokenizer, config.max_length, batch_size
+    )
+    tokens_per_epoch, batches_per_epoch = _count_target_tokens(train_data)
+
+    strategy = make_strategy(recipe.distribute)
+    with strategy.scope():
+        model = Seq2Seq.from_recipe(recipe.model, len(source_vocab), len(target_vocab), seed=recipe.seed)
+        model.build()
+        compile_model(model, recipe.training)
+    fit_started = time.time()
+    history = fit(model, train_data, validation_data, recipe.training, run_dir)
+    train_seconds = time.time() - fit_started
+    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
+
+    decoding = recipe.model.decoding
+    decode = make_decode(model, decoding)
+    validation_sources = [s for s, _ in validation_pairs]
+    source_rows = [
+        row[: config.max_length] for row in source_tokenizer.tokenize(tf.constant(validation_sources)).to_list()
+    ]
+    decode_started = time.time()
+    output_ids = pad_rows(decode_all(decode, source_rows, batch_size), decoding.max_length)
+    decode_seconds = time.time() - decode_started
+    hypotheses = [text.decode() for text in target_tokenizer.detokenize(output_ids).numpy()]
+    references = [_normalize_reference(t, config.lower_case) for _, t in validation_pairs]
+    bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()
+    bleu = bleu_metric.corpus_score(hypotheses, [references])
+    chrf = chrf_metric.corpus_score(hypotheses, [references])
+
+    write_text_atomic(
+        run_dir / "translations.tsv",
+        "".join(
+            f"{source}\t{hypothesis}\t{reference}\n"
+            for source, hypothesis, reference in zip(validation_sources, hypotheses, references)
+        ),
+    )
+    print("Sample translations (validation):")
+    for index in range(min(5, len(hypotheses))):
+        print(f"  {validation_sources[index]}\n    -> {hypotheses[index]}\n    reference: {references[index]}")
+    _write_heatmaps(model, source_rows, output_ids, source_vocab, target_vocab, run_dir, save_attention_heatmap)
+
+    metrics = {
+        "task": "translation",
+        "validation": {"bleu": bleu.score, "chrf": chrf.score},
+        "sacrebleu_signatures": {"bleu": str(bleu_metric.get_signature()), "chrf": str(chrf_metric.get_signature())},
+        "decoding": {"beam_width": decoding.beam_width, "length_penalty": decoding.length_penalty},
+        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
+        "epochs_run": len(history.history["loss"]),
+        "train_pairs": len(train_pairs),
+        "validation_pairs": len(validation_pairs),
+        "train_seconds": round(train_seconds, 1),
+        "train_target_tokens_per_second": round(tokens_per_epoch / batches_per_epoch * history.batches_seen / train_seconds, 1),
+        # Includes tracing the decoder once.
+        "decode_sentences_per_second": round(len(hypotheses) / decode_seconds, 1),
+        "parameters": int(model.count_params()),
+    }
+    if recipe.export.enabled:
+        server = make_server(model, decode, source_tokenizer, target_tokenizer, config.max_length, "translation")
+        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+    metrics["seconds"] = round(time.time() - started, 1)
+    return metrics
+
+
+def _write_heatmaps(model, source_rows, output_ids, source_vocab, target_vocab, run_dir, save, count=3):
+    folder = run_dir / "attention"
+    folder.mkdir(exist_ok=True)
+    for index in range(min(count, len(source_rows))):
+        source = np.array([source_rows[index]], np.int32)
+        output = [int(i) for i in output_ids[index] if i != 0]
+        if END_ID in output:
+            output = output[: output.index(END_ID) + 1]
+        target_in = np.array([[START_ID] + output[:-1]], np.int32)
+        weights = np.asarray(model.attention(source, target_in))[0]
+        save(
+            weights,
+            [source_vocab[i] for i in source_rows[index]],
+            [target_vocab[i] for i in output],
+            folder / f"attention_{index}.png",
+        )

@@ -1,0 +1,1 @@
+"""Text handling inside the TensorFlow graph (tensorflow-text), shared by training and export."""

@@ -1,0 +1,110 @@
+"""The translation task end to end on a tiny slice of the shipped sample."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+
+from seqtasks.cli import main
+from seqtasks.recipe import load_recipe
+
+RECIPE = """
+task: translation
+seed: 3
+data:
+  path: pairs.tsv
+  validation_size: 40
+  max_length: 20
+  source_vocab_size: 300
+  target_vocab_size: 300
+model:
+  embedding_dim: 16
+  encoder: {cell_type: gru, units: 16, bidirectional: true}
+  decoder: {cell_type: gru, units: 32, dropout: 0.1}
+  attention: {type: bahdanau, units: 16}
+  decoding: {beam_width: 3, length_penalty: 0.6, max_length: 12}
+training:
+  epochs: 6
+  batch_size: 32
+  learning_rate: 0.01
+  label_smoothing: 0.1
+"""
+
+
+@pytest.fixture(scope="module")
+def translation_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("translation")
+    sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
+    (root / "pairs.tsv").write_text("\n".join(sample[:300]) + "\n", encoding="utf-8")
+    (root / "tiny.yaml").write_text(RECIPE)
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(root / "tiny.yaml"),
+            "--output-dir",
+            str(root / "runs"),
+            "--set",
+            f"export.directory={root / 'saved_models'}",
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (root / "runs" / "tiny").iterdir()
+    return root, run_dir, result.output
+
+
+def test_run_prints_and_records_bleu_chrf_and_speeds(translation_run):
+    _, run_dir, output = translation_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert 0.0 <= metrics["validation"]["bleu"] <= 100.0
+    assert 0.0 < metrics["validation"]["chrf"] <= 100.0  # some right characters, even this tiny
+    assert metrics["sacrebleu_signatures"]["bleu"].startswith("nrefs:1|")
+    assert metrics["train_target_tokens_per_second"] > 0
+    assert metrics["decoding"] == {"beam_width": 3, "length_penalty": 0.6}
+    assert "validation bleu:" in output and "Sample translations" in output
+
+
+def test_run_folder_holds_vocabularies_heatmaps_and_translations(translation_run):
+    root, run_dir, _ = translation_run
+    assert (run_dir / "source_vocab.txt").read_text().splitlines()[:4] == ["[PAD]", "[UNK]", "[START]", "[END]"]
+    heatmaps = sorted((run_dir / "attention").glob("*.png"))
+    assert len(heatmaps) == 3
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in heatmaps)
+    rows = [line.split("\t") for line in (run_dir / "translations.tsv").read_text().splitlines()]
+    assert len(rows) >= 40 and all(len(row) == 3 for row in rows)
+    assert sum(bool(row[1]) for row in rows) > len(rows) // 2  # mostly non-empty outputs
+    # The recipe's relative data path was resolved against the recipe's folder.
+    assert load_recipe(run_dir / "recipe.yaml").data.path == str(root / "pairs.tsv")
+
+
+def test_saved_model_serves_like_the_run_decoded(translation_run, fresh_python):
+    root, run_dir, _ = translation_run
+    rows = [line.split("\t") for line in (run_dir / "translations.tsv").read_text().splitlines()[:5]]
+    export_dir = root / "saved_models" / "tiny" / "1"
+    result = fresh_python(
+        f"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text
+serve = tf.saved_model.load({str(export_dir)!r}).signatures["serving_default"]
+out = {{}}
+for name, batch in {{
+    "validation": {json.dumps([row[0] for row in rows])},
+    "edge": ["", "a" * 2000, "¿Qué tal? Ünïcödé 漢字 🙂", "\\x00\\x07 tab\\tnewline\\n"],
+    "one": ["Hola."],
+    "none": [],
+}}.items():
+    result = serve(text=tf.constant(batch, dtype=tf.string))
+    assert result["translation"].shape == (len(batch),) and result["score"].shape == (len(batch),)
+    assert result["score"].dtype == tf.float32
+    out[name] = [t.decode() for t in result["translation"].numpy()]
+assert not [m for m in sys.modules if m.startswith("seqtasks")]
+print(json.dumps(out))
+"""
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["validation"] == [row[1] for row in rows]
+    assert len(out["edge"]) == 4 and len(out["one"]) == 1 and out["none"] == []
