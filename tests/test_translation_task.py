@@ -108,3 +108,15 @@ print(json.dumps(out))
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["validation"] == [row[1] for row in rows]
     assert len(out["edge"]) == 4 and len(out["one"]) == 1 and out["none"] == []
+
+
+def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
+    from seqtasks.tasks.translation import evaluate_run
+
+    _, run_dir, _ = translation_run
+    recorded = json.loads((run_dir / "metrics.json").read_text())
+    again = evaluate_run(run_dir, ["export.enabled=false"])
+    assert again["validation"] == recorded["validation"]
+    greedy = evaluate_run(run_dir, ["export.enabled=false", "model.decoding.beam_width=1"])
+    assert greedy["decoding"]["beam_width"] == 1
+    assert "export" not in greedy

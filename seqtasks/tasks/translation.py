@@ -58,27 +58,29 @@ def _count_target_tokens(dataset):
     return tokens, batches
 
 
+def _load_pairs(recipe):
+    from seqtasks.data.parallel_corpus import read_parallel_tsv, split_by_source
+
+    config = recipe.data
+    pairs = read_parallel_tsv(config.path, config.source_column, config.target_column, config.encoding)
+    return split_by_source(pairs, config.validation_size, recipe.seed)
+
+
 def run(recipe, run_dir):
     """Trains, evaluates (BLEU, chrF, attention heatmaps) and exports; returns the metrics."""
     import keras
-    import sacrebleu
-    import tensorflow as tf
 
-    from seqtasks.data.parallel_corpus import read_parallel_tsv, split_by_source
     from seqtasks.distribute import make_strategy
-    from seqtasks.export import export_saved_model
     from seqtasks.io_utils import publish_folder, write_text_atomic
     from seqtasks.models import Seq2Seq
-    from seqtasks.plots import save_attention_heatmap
-    from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode, make_server, pad_rows
+    from seqtasks.tasks.seq2seq_common import compile_model
     from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
     from seqtasks.training import fit
 
     started = time.time()
     keras.utils.set_random_seed(recipe.seed)
     config = recipe.data
-    pairs = read_parallel_tsv(config.path, config.source_column, config.target_column, config.encoding)
-    train_pairs, validation_pairs = split_by_source(pairs, config.validation_size, recipe.seed)
+    train_pairs, validation_pairs = _load_pairs(recipe)
     print(f"Pairs: {len(train_pairs)} training, {len(validation_pairs)} validation")
 
     source_vocab = learn_vocabulary([s for s, _ in train_pairs], config.source_vocab_size, config.lower_case)
@@ -108,6 +110,65 @@ def run(recipe, run_dir):
     train_seconds = time.time() - fit_started
     publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
 
+    metrics = {
+        "task": "translation",
+        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
+        "epochs_run": len(history.history["loss"]),
+        "train_pairs": len(train_pairs),
+        "validation_pairs": len(validation_pairs),
+        "train_seconds": round(train_seconds, 1),
+        # Wall time of `fit`, validation passes and tracing included.
+        "train_target_tokens_per_second": round(
+            tokens_per_epoch / batches_per_epoch * history.batches_seen / train_seconds, 1
+        ),
+        "parameters": int(model.count_params()),
+    }
+    metrics.update(
+        evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs)
+    )
+    metrics["seconds"] = round(time.time() - started, 1)
+    return metrics
+
+
+def evaluate_run(run_dir, overrides=()):
+    """Re-evaluates (and re-exports) a finished run from its folder.
+
+    Reads the run's merged recipe (with `KEY=VALUE` overrides, e.g. other
+    decoding settings), vocabularies and model, rebuilds the same validation
+    split and returns the metrics of `evaluate_and_export`.
+    """
+    from pathlib import Path
+
+    import keras
+
+    from seqtasks.models import Seq2Seq
+    from seqtasks.recipe import load_recipe
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer
+
+    run_dir = Path(run_dir)
+    recipe = load_recipe(run_dir / "recipe.yaml", overrides)
+    _, validation_pairs = _load_pairs(recipe)
+    vocabularies = [
+        (run_dir / name).read_text(encoding="utf-8").splitlines() for name in ("source_vocab.txt", "target_vocab.txt")
+    ]
+    source_tokenizer, target_tokenizer = (SubwordTokenizer(v, recipe.data.lower_case) for v in vocabularies)
+    model = keras.models.load_model(
+        run_dir / "model" / "model.keras", custom_objects={"Seq2Seq": Seq2Seq}, safe_mode=True, compile=False
+    )
+    return evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs)
+
+
+def evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs):
+    """BLEU and chrF of the recipe's decoding on the validation pairs, heatmaps, the SavedModel."""
+    import sacrebleu
+    import tensorflow as tf
+
+    from seqtasks.export import export_saved_model
+    from seqtasks.io_utils import write_text_atomic
+    from seqtasks.plots import save_attention_heatmap
+    from seqtasks.tasks.seq2seq_common import decode_all, make_decode, make_server, pad_rows
+
+    config = recipe.data
     decoding = recipe.model.decoding
     decode = make_decode(model, decoding)
     validation_sources = [s for s, _ in validation_pairs]
@@ -115,7 +176,7 @@ def run(recipe, run_dir):
         row[: config.max_length] for row in source_tokenizer.tokenize(tf.constant(validation_sources)).to_list()
     ]
     decode_started = time.time()
-    output_ids = pad_rows(decode_all(decode, source_rows, batch_size), decoding.max_length)
+    output_ids = pad_rows(decode_all(decode, source_rows, recipe.training.batch_size), decoding.max_length)
     decode_seconds = time.time() - decode_started
     hypotheses = [text.decode() for text in target_tokenizer.detokenize(output_ids).numpy()]
     references = [_normalize_reference(t, config.lower_case) for _, t in validation_pairs]
@@ -133,27 +194,19 @@ def run(recipe, run_dir):
     print("Sample translations (validation):")
     for index in range(min(5, len(hypotheses))):
         print(f"  {validation_sources[index]}\n    -> {hypotheses[index]}\n    reference: {references[index]}")
-    _write_heatmaps(model, source_rows, output_ids, source_vocab, target_vocab, run_dir, save_attention_heatmap)
-
+    _write_heatmaps(
+        model, source_rows, output_ids, source_tokenizer.vocab, target_tokenizer.vocab, run_dir, save_attention_heatmap
+    )
     metrics = {
-        "task": "translation",
         "validation": {"bleu": bleu.score, "chrf": chrf.score},
         "sacrebleu_signatures": {"bleu": str(bleu_metric.get_signature()), "chrf": str(chrf_metric.get_signature())},
         "decoding": {"beam_width": decoding.beam_width, "length_penalty": decoding.length_penalty},
-        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
-        "epochs_run": len(history.history["loss"]),
-        "train_pairs": len(train_pairs),
-        "validation_pairs": len(validation_pairs),
-        "train_seconds": round(train_seconds, 1),
-        "train_target_tokens_per_second": round(tokens_per_epoch / batches_per_epoch * history.batches_seen / train_seconds, 1),
-        # Includes tracing the decoder once.
+        # Batches of `training.batch_size`, sorted by length; tracing the decoder once included.
         "decode_sentences_per_second": round(len(hypotheses) / decode_seconds, 1),
-        "parameters": int(model.count_params()),
     }
     if recipe.export.enabled:
         server = make_server(model, decode, source_tokenizer, target_tokenizer, config.max_length, "translation")
         metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
-    metrics["seconds"] = round(time.time() - started, 1)
     return metrics
 
 

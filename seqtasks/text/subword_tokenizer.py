@@ -72,13 +72,17 @@ class SubwordTokenizer(tf.Module):
         Everything from the first `[END]` on is dropped, and so are the other
         reserved tokens; spaces the tokenizer put around punctuation go.
         """
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.cast(ids, tf.int32)
-        before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
-        keep = tf.logical_and(before_end, ids >= len(RESERVED_TOKENS))
-        text = self.wordpiece.detokenize(tf.ragged.boolean_mask(ids, keep))
-        return tidy_punctuation(text)
+        ids = content_ids(ids)
+        return tidy_punctuation(self.wordpiece.detokenize(ids))
+
+
+def content_ids(ids):
+    """The ids of each row before its first `[END]`, reserved tokens dropped (ragged)."""
+    if isinstance(ids, tf.RaggedTensor):
+        ids = ids.to_tensor(default_value=PAD_ID)
+    ids = tf.cast(ids, tf.int32)
+    before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
+    return tf.ragged.boolean_mask(ids, tf.logical_and(before_end, ids >= len(RESERVED_TOKENS)))
 
 
 def tidy_punctuation(text):

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, RESERVED_TOKENS, UNK_ID
+from seqtasks.text.subword_tokenizer import RESERVED_TOKENS, UNK_ID, content_ids
 
 
 class WordTokenizer(tf.Module):
@@ -31,10 +31,5 @@ class WordTokenizer(tf.Module):
         return tf.cast(self.table.lookup(tf.strings.split(text)), tf.int32)
 
     def detokenize(self, ids):
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.cast(ids, tf.int32)
-        before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
-        keep = tf.logical_and(before_end, ids >= len(RESERVED_TOKENS))
-        words = tf.ragged.boolean_mask(tf.gather(self.words, ids), keep)
+        words = tf.gather(self.words, content_ids(ids))
         return tf.strings.reduce_join(words, axis=1, separator=" ")
