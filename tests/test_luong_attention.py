@@ -44,6 +44,13 @@ def test_concat_matches_numpy_formula():
     _check(layer, KEY, expected)
 
 
+@pytest.mark.parametrize("score, initial", [("dot", 6**-0.5), ("general", 6**-0.5), ("concat", 1.0)])
+def test_learned_scale_starts_as_a_scaled_dot_product(score, initial):
+    layer = LuongAttention(score=score, units=4 if score == "concat" else None, scale=True)
+    layer(QUERY, VALUE)  # queries of size 6
+    np.testing.assert_allclose(float(layer.attention_g), initial, rtol=1e-6)
+
+
 def test_learned_scale_multiplies_the_scores():
     layer = LuongAttention(score="dot", scale=True)
     layer(QUERY, VALUE)

@@ -17,8 +17,12 @@ class LuongAttention(ScoreAttention):
     - `concat`: `score = vᵀ tanh(W [s; h])`, computed as `W_q s + W_k h`
       so the key half is projected once per source sequence.
 
-    With `scale=True` every score is multiplied by a learned scalar `g`
-    (initialised to 1), which lets the model sharpen or flatten the weights.
+    With `scale=True` every score is multiplied by a learned scalar `g`, which
+    lets the model sharpen or flatten the weights. For `dot` and `general` it
+    starts at `1 / sqrt(dim_q)`, the scaled dot-product of Vaswani et al.
+    (2017): unscaled products of large states saturate the softmax (weights of
+    exactly 0 and 1) and starve the attention of gradient. For `concat` it
+    starts at 1.
 
     Args:
         score: one of `"dot"`, `"general"`, `"concat"`.
@@ -99,8 +103,11 @@ class LuongAttention(ScoreAttention):
                 initializer=self.kernel_initializer,
             )
         if self.scale:
+            initial = 1.0 if self.score == "concat" else 1.0 / query_dim**0.5
             self.attention_g = self.add_weight(
-                name="attention_g", shape=(), initializer="ones"
+                name="attention_g",
+                shape=(),
+                initializer=keras.initializers.Constant(initial),
             )
 
     def prepare_keys(self, key):

@@ -50,7 +50,9 @@ class AttentionConfig:
         None, "Hidden size of the Bahdanau and Luong concat scores (default: decoder units).", min=1
     )
     normalize: bool = spec(False, "Weight-normalised Bahdanau score.")
-    scale: bool = spec(False, "Learned scale of the Luong score.")
+    scale: bool = spec(
+        False, "Learned scale of the Luong score, starting at 1/sqrt(size) for dot and general."
+    )
 
 
 @dataclass
