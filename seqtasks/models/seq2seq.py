@@ -185,7 +185,9 @@ class Seq2Seq(keras.Model):
         Returns `(logits, state, weights)`: `(batch, vocab)` logits, the new
         flat state and the attention weights `(batch, Ts)`.
         """
-        output, state, weights = self.decoder_layer.step(self.target_embedding(ids), state, cache)
+        # A plain lookup: one step has no padding mask to attach (the cells would warn about it).
+        embedded = ops.take(self.target_embedding.embeddings, ops.cast(ids, "int32"), axis=0)
+        output, state, weights = self.decoder_layer.step(embedded, state, cache)
         return self.output_dense(output), state, weights
 
     def get_config(self):
