@@ -25,12 +25,10 @@ def _time_limit(minutes):
 
         def on_train_begin(self, logs=None):
             self.deadline = time.monotonic() + 60.0 * minutes
-            self.stopped_early = False
 
         def on_train_batch_end(self, batch, logs=None):
             if time.monotonic() > self.deadline:
                 self.model.stop_training = True
-                self.stopped_early = True
 
     return TimeLimit()
 

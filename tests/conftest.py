@@ -25,6 +25,21 @@ def run_python(code, env=None, cwd=None, timeout=300):
     )
 
 
+def run_recipe(recipe, output_dir, *overrides):
+    """`seqtasks run` in this process; asserts success, returns `(run_dir, output)`."""
+    from click.testing import CliRunner
+
+    from seqtasks.cli import main
+
+    args = ["run", str(recipe), "--output-dir", str(output_dir)]
+    for override in overrides:
+        args += ["--set", override]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = [path for path in Path(output_dir).glob("*/*") if path.is_dir()]
+    return run_dir, result.output
+
+
 @pytest.fixture
 def fresh_python():
     return run_python

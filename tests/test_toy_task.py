@@ -6,9 +6,8 @@ import keras
 import numpy as np
 import pytest
 import yaml
-from click.testing import CliRunner
+from conftest import run_recipe
 
-from seqtasks.cli import main
 from seqtasks.recipe import load_recipe
 
 
@@ -16,14 +15,8 @@ from seqtasks.recipe import load_recipe
 def toy_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
     exports = root / "saved_models"
-    result = CliRunner().invoke(
-        main,
-        ["run", "toy", "--output-dir", str(root / "runs"), "--set", f"export.directory={exports}"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code == 0, result.output
-    (run_dir,) = (root / "runs" / "toy").iterdir()
-    return run_dir, exports, result.output
+    run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}")
+    return run_dir, exports, output
 
 
 def test_the_model_learns_to_reverse(toy_run):
@@ -87,24 +80,13 @@ print(json.dumps(outputs))
 def test_a_second_export_is_the_next_version(toy_run, tmp_path):
     _, exports, _ = toy_run
     before = (exports / "toy" / "1" / "saved_model.pb").read_bytes()
-    result = CliRunner().invoke(
-        main,
-        [
-            "run",
-            "toy",
-            "--output-dir",
-            str(tmp_path),
-            "--set",
-            f"export.directory={exports}",
-            "--set",
-            "data.train_size=64",
-            "--set",
-            "data.validation_size=16",
-            "--set",
-            "training.epochs=1",
-        ],
-        catch_exceptions=False,
+    run_recipe(
+        "toy",
+        tmp_path,
+        f"export.directory={exports}",
+        "data.train_size=64",
+        "data.validation_size=16",
+        "training.epochs=1",
     )
-    assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]
     assert (exports / "toy" / "1" / "saved_model.pb").read_bytes() == before

@@ -3,10 +3,8 @@
 import json
 
 import pytest
-from click.testing import CliRunner
-from conftest import REPO
+from conftest import REPO, run_recipe
 
-from seqtasks.cli import main
 from seqtasks.recipe import load_recipe
 
 RECIPE = """
@@ -38,21 +36,8 @@ def translation_run(tmp_path_factory):
     sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
     (root / "pairs.tsv").write_text("\n".join(sample[:300]) + "\n", encoding="utf-8")
     (root / "tiny.yaml").write_text(RECIPE)
-    result = CliRunner().invoke(
-        main,
-        [
-            "run",
-            str(root / "tiny.yaml"),
-            "--output-dir",
-            str(root / "runs"),
-            "--set",
-            f"export.directory={root / 'saved_models'}",
-        ],
-        catch_exceptions=False,
-    )
-    assert result.exit_code == 0, result.output
-    (run_dir,) = (root / "runs" / "tiny").iterdir()
-    return root, run_dir, result.output
+    run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
+    return root, run_dir, output
 
 
 def test_run_prints_and_records_bleu_chrf_and_speeds(translation_run):
