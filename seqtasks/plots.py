@@ -22,3 +22,27 @@ def save_attention_heatmap(weights, source_tokens, output_tokens, path, title=No
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def save_confusion_matrix(confusion, names, path):
+    """Saves a confusion matrix (rows: actual class, columns: predicted) with counts in the cells."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    size = max(3.5, 0.6 * len(names) + 2)
+    figure, axes = plt.subplots(figsize=(size, size))
+    axes.imshow(confusion, cmap="Blues")
+    axes.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    axes.set_yticks(range(len(names)), names)
+    axes.set_xlabel("predicted")
+    axes.set_ylabel("actual")
+    threshold = confusion.max() / 2 if confusion.size else 0
+    for row in range(len(names)):
+        for column in range(len(names)):
+            value = confusion[row, column]
+            axes.text(column, row, str(value), ha="center", va="center", color="white" if value > threshold else "black")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,16 +1,10 @@
 """Tab-separated parallel corpora (plain or gzip) and their split by source sentence."""
 
-import gzip
 import random
 from pathlib import Path
 
+from seqtasks.data.text_files import numbered_lines, reading
 from seqtasks.errors import SeqtasksError
-
-
-def _open_bytes(path):
-    with open(path, "rb") as handle:
-        magic = handle.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
 def read_parallel_tsv(path, source_column, target_column, encoding="utf-8"):
@@ -23,35 +17,20 @@ def read_parallel_tsv(path, source_column, target_column, encoding="utf-8"):
     path = Path(path)
     needed = max(source_column, target_column) + 1
     pairs = []
-    try:
-        with _open_bytes(path) as lines:
-            for number, raw in enumerate(lines, start=1):
-                try:
-                    line = raw.decode(encoding).rstrip("\r\n")
-                except UnicodeDecodeError as error:
-                    raise SeqtasksError(
-                        f"{path}:{number}: not valid {encoding} (byte {error.start + 1} of the line)"
-                    ) from None
-                if not line.strip():
-                    continue
-                columns = line.split("\t")
-                if len(columns) < needed:
-                    raise SeqtasksError(
-                        f"{path}:{number}: expected at least {needed} tab-separated columns "
-                        f"(source column {source_column}, target column {target_column}); got {len(columns)}"
-                    )
-                source, target = columns[source_column].strip(), columns[target_column].strip()
-                if not source or not target:
-                    raise SeqtasksError(f"{path}:{number}: empty source or target text")
-                pairs.append((source, target))
-    except FileNotFoundError:
-        raise SeqtasksError(f"{path}: no such data file") from None
-    except IsADirectoryError:
-        raise SeqtasksError(f"{path}: is a folder, expected a data file") from None
-    except LookupError:
-        raise SeqtasksError(f"{path}: unknown text encoding {encoding!r}") from None
-    except (OSError, EOFError) as error:
-        raise SeqtasksError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+    with reading(path, encoding):
+        for number, line in numbered_lines(path, encoding):
+            if not line.strip():
+                continue
+            columns = line.split("\t")
+            if len(columns) < needed:
+                raise SeqtasksError(
+                    f"{path}:{number}: expected at least {needed} tab-separated columns "
+                    f"(source column {source_column}, target column {target_column}); got {len(columns)}"
+                )
+            source, target = columns[source_column].strip(), columns[target_column].strip()
+            if not source or not target:
+                raise SeqtasksError(f"{path}:{number}: empty source or target text")
+            pairs.append((source, target))
     if not pairs:
         raise SeqtasksError(f"{path}: no sentence pairs in the file")
     return pairs

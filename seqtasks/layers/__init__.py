@@ -6,8 +6,19 @@ this module.
 """
 
 from seqtasks.layers.attention_decoder import AttentionDecoder
+from seqtasks.layers.attention_pooling import AttentionPooling
 from seqtasks.layers.bahdanau_attention import BahdanauAttention
+from seqtasks.layers.character_cnn import CharacterCNN
+from seqtasks.layers.crf import CRF
 from seqtasks.layers.luong_attention import LuongAttention
 from seqtasks.layers.stacked_rnn import StackedRNN
 
-__all__ = ["AttentionDecoder", "BahdanauAttention", "LuongAttention", "StackedRNN"]
+__all__ = [
+    "AttentionDecoder",
+    "AttentionPooling",
+    "BahdanauAttention",
+    "CharacterCNN",
+    "CRF",
+    "LuongAttention",
+    "StackedRNN",
+]

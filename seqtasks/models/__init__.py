@@ -1,5 +1,7 @@
 """Models assembled from `seqtasks.layers`, shared by the task recipes."""
 
 from seqtasks.models.seq2seq import Seq2Seq
+from seqtasks.models.sequence_tagger import SequenceTagger
+from seqtasks.models.text_classifier import TextClassifier
 
-__all__ = ["Seq2Seq"]
+__all__ = ["Seq2Seq", "SequenceTagger", "TextClassifier"]

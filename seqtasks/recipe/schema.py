@@ -197,6 +197,127 @@ class TranslationDataConfig:
 
 
 @dataclass
+class TextClassificationDataConfig:
+    format: Literal["csv", "tsv", "folders", "lines"] = spec(
+        "csv",
+        "How the labelled texts are stored: 'csv' (a header row naming text_column and "
+        "label_column), 'tsv' (label<TAB>text lines), 'folders' (one sub-folder of .txt files "
+        "per label, the aclImdb layout), 'lines' (one text per line in one file per label, "
+        "named <path>.<label>).",
+    )
+    path: str = spec(
+        "",
+        "Training data (plain or gzip): a file, a folder for 'folders', the common file name "
+        "prefix for 'lines'. Relative paths start at the recipe's folder.",
+        path=True,
+    )
+    validation_path: str = spec(
+        "", "Validation data in the same format (empty: split validation_size examples off path).", path=True
+    )
+    validation_size: int = spec(1000, "Examples split off for validation when there is no validation_path.", min=1)
+    url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
+    text_column: str = spec("text", "CSV column holding the text.")
+    label_column: str = spec("label", "CSV column holding the label.")
+    header: bool = spec(True, "Whether a 'tsv' file starts with a header row.")
+    labels: list[str] = spec(
+        [],
+        "Label values as they appear in the data, in class order (empty: the sorted values of "
+        "the training data; for 'folders' the sub-folders). Required for 'lines'.",
+    )
+    label_names: list[str] = spec(
+        [], "Names reported and served for the labels, in the same order (empty: the labels)."
+    )
+    encoding: str = spec("utf-8", "Text encoding of the files.")
+    lower_case: bool = spec(True, "Case-fold texts before tokenizing.")
+    strip_html: bool = spec(False, "Replace HTML tags such as <br /> by spaces (IMDB reviews).")
+    vocab_size: int = spec(8000, "Target size of the WordPiece vocabulary.", min=10)
+    max_length: int = spec(200, "Subwords kept per text, in training and serving.", min=1)
+    keep: Literal["first", "last"] = spec(
+        "first", "Which subwords of a longer text are kept: the first or the last max_length."
+    )
+
+    def check(self):
+        if not self.path:
+            return [("path", "required: the labelled training data")]
+        if self.format == "lines" and not self.labels:
+            return [("labels", "required for the 'lines' format: the file name suffixes, e.g. [neg, pos]")]
+        if self.label_names and len(self.label_names) != len(self.labels):
+            return [
+                (
+                    "label_names",
+                    f"expected one name per entry of data.labels ({len(self.labels)}); got {len(self.label_names)}",
+                )
+            ]
+        if len(set(self.labels)) != len(self.labels):
+            return [("labels", "contains a label twice")]
+        return []
+
+
+@dataclass
+class TextClassifierModelConfig:
+    embedding_dim: int = spec(128, "Size of the subword embeddings.", min=1)
+    embedding_dropout: float = spec(0.0, "Dropout on the embeddings.", min=0.0, below=1.0)
+    encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN reading the text.")
+    pooling: Literal["last", "attention"] = spec(
+        "last",
+        "What the classifier reads: the final states at the last real step (both directions "
+        "when bidirectional) or an attention-weighted average of all states.",
+    )
+    attention_units: int = spec(64, "Size of the attention pooling's query and hidden layer.", min=1)
+    dropout: float = spec(0.0, "Dropout before the classifier.", min=0.0, below=1.0)
+
+
+@dataclass
+class TaggingDataConfig:
+    path: str = spec(
+        "", "Training sentences, a CoNLL column file (plain or gzip). Relative paths start at the recipe's folder.",
+        path=True,
+    )
+    validation_path: str = spec(
+        "", "Validation sentences in the same format (empty: split validation_size sentences off path).", path=True
+    )
+    validation_size: int = spec(500, "Sentences split off for validation when there is no validation_path.", min=1)
+    url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
+    token_column: int = spec(0, "0-based column of the token.", min=0)
+    tag_column: int = spec(-1, "Column of the tag; negative counts from the end (-1: the last).")
+    scheme: Literal["iob1", "iob2"] = spec(
+        "iob2", "Tag scheme of the files; 'iob1' (CoNLL-2003) is converted to IOB2 when read."
+    )
+    encoding: str = spec("utf-8", "Text encoding of the files.")
+    lower_case: bool = spec(
+        True, "Look words up lower-cased, with digits as 0 (case and digits still reach the model as features)."
+    )
+    min_word_count: int = spec(1, "Training words seen fewer times are [UNK].", min=1)
+    max_word_length: int = spec(20, "Characters of each word read by the character features.", min=1)
+    max_length: int = spec(200, "Tokens tagged per served sentence; later tokens are cut off.", min=1)
+
+    def check(self):
+        if not self.path:
+            return [("path", "required: the CoNLL training file")]
+        if self.tag_column >= 0 and self.tag_column == self.token_column:
+            return [("tag_column", f"must differ from token_column ({self.token_column})")]
+        return []
+
+
+@dataclass
+class TaggerModelConfig:
+    word_embedding_dim: int = spec(100, "Size of the word embeddings.", min=1)
+    word_dropout: float = spec(
+        0.0, "Probability of reading a training word as [UNK], so the model learns to use spelling.",
+        min=0.0, below=1.0,
+    )
+    char_embedding_dim: int = spec(30, "Size of the character embeddings.", min=1)
+    char_filters: int = spec(50, "Character CNN filters (0: no character features).", min=0)
+    char_kernel_size: int = spec(3, "Characters each character filter reads.", min=1)
+    casing: bool = spec(True, "Give each word a one-hot casing feature (lower, UPPER, Title, digits, mixed).")
+    encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN over the words; bidirectional for tagging.")
+    dropout: float = spec(0.5, "Dropout on the word features and on the encoder outputs.", min=0.0, below=1.0)
+    output: Literal["crf", "softmax"] = spec(
+        "crf", "Tag decision: a CRF with Viterbi decoding, or an independent softmax per token."
+    )
+
+
+@dataclass
 class Recipe:
     """A whole recipe; `data` and `model` take the types the task table gives its task."""
 

@@ -6,7 +6,15 @@ imported only when the task runs, so reading recipes never imports TensorFlow.
 
 from dataclasses import dataclass
 
-from seqtasks.recipe.schema import Seq2SeqModelConfig, ToyDataConfig, TranslationDataConfig
+from seqtasks.recipe.schema import (
+    Seq2SeqModelConfig,
+    TaggerModelConfig,
+    TaggingDataConfig,
+    TextClassificationDataConfig,
+    TextClassifierModelConfig,
+    ToyDataConfig,
+    TranslationDataConfig,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,20 @@ TASKS = {
             data_config=TranslationDataConfig,
             model_config=Seq2SeqModelConfig,
             runner="seqtasks.tasks.translation:run",
+        ),
+        Task(
+            name="sentiment",
+            description="Classify texts from a recurrent encoder's last state or attention pooling.",
+            data_config=TextClassificationDataConfig,
+            model_config=TextClassifierModelConfig,
+            runner="seqtasks.tasks.sentiment:run",
+        ),
+        Task(
+            name="ner",
+            description="Tag every token (named entities) with a bidirectional RNN and a CRF; seqeval F1.",
+            data_config=TaggingDataConfig,
+            model_config=TaggerModelConfig,
+            runner="seqtasks.tasks.ner:run",
         ),
     ]
 }

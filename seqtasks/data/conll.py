@@ -1,0 +1,71 @@
+"""CoNLL column files for tagging: one token per line, blank lines between sentences."""
+
+from pathlib import Path
+
+from seqtasks.data.text_files import numbered_lines, reading
+from seqtasks.errors import SeqtasksError
+
+SCHEMES = ("iob1", "iob2")
+
+
+def read_conll(path, token_column=0, tag_column=-1, scheme="iob2", encoding="utf-8"):
+    """Reads `(tokens, tags)` sentences; tags come back in the IOB2 scheme.
+
+    Columns are split on tabs when the line has one, else on whitespace.
+    `-DOCSTART-` lines and whitespace-only lines end a sentence. Tags must be
+    `O` or `B-TYPE`/`I-TYPE`; with `scheme="iob1"` (CoNLL-2003) an `I-` that
+    starts an entity becomes `B-`. A line with too few columns or a malformed
+    tag is an error naming the file and the line.
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"Expected one of {set(SCHEMES)}. Received: scheme={scheme!r}")
+    path = Path(path)
+    sentences, tokens, tags = [], [], []
+
+    def end_sentence():
+        if tokens:
+            sentences.append((list(tokens), _to_iob2(tags) if scheme == "iob1" else list(tags)))
+            tokens.clear()
+            tags.clear()
+
+    with reading(path, encoding):
+        for number, line in numbered_lines(path, encoding):
+            if not line.strip():
+                end_sentence()
+                continue
+            columns = line.split("\t") if "\t" in line else line.split()
+            columns = [column.strip() for column in columns]
+            if columns[0] == "-DOCSTART-":
+                end_sentence()
+                continue
+            needed = max(token_column, tag_column) + 1 if tag_column >= 0 else max(token_column + 1, -tag_column)
+            if len(columns) < needed:
+                raise SeqtasksError(
+                    f"{path}:{number}: expected at least {needed} columns (token column {token_column}, "
+                    f"tag column {tag_column}); got {len(columns)}"
+                )
+            token, tag = columns[token_column], columns[tag_column]
+            if not token:
+                raise SeqtasksError(f"{path}:{number}: empty token")
+            if tag != "O" and (len(tag) < 3 or tag[:2] not in ("B-", "I-")):
+                raise SeqtasksError(
+                    f"{path}:{number}: tag {tag!r} is not O, B-TYPE or I-TYPE "
+                    f"(data.scheme is {scheme}; other schemes such as IOBES are not read)"
+                )
+            tokens.append(token)
+            tags.append(tag)
+    end_sentence()
+    if not sentences:
+        raise SeqtasksError(f"{path}: no sentences in the file")
+    return sentences
+
+
+def _to_iob2(tags):
+    converted = []
+    previous = "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        converted.append(tag)
+        previous = tag
+    return converted

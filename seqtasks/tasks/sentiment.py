@@ -1,0 +1,190 @@
+"""Sentiment (text classification): a recurrent encoder's last state or attention pooling -> classes."""
+
+import time
+
+import numpy as np
+
+from seqtasks.text.subword_tokenizer import PAD_ID
+
+_BUCKETS = [16, 32, 64, 128, 256, 512, 1024]
+
+
+def _load(recipe):
+    from seqtasks.data.labelled_text import read_labelled_texts, split_examples
+
+    config = recipe.data
+    train = read_labelled_texts(config, config.path)
+    if config.validation_path:
+        return train, read_labelled_texts(config, config.validation_path)
+    return split_examples(train, config.validation_size, recipe.seed)
+
+
+def class_labels(config, train, validation):
+    """The label values in class order and the names served for them."""
+    from seqtasks.errors import SeqtasksError
+
+    labels = list(config.labels) or sorted({label for _, label in train})
+    if len(labels) < 2:
+        raise SeqtasksError(f"{config.path}: expected at least two labels; found {labels}")
+    known = set(labels)
+    for part, examples in (("training", train), ("validation", validation)):
+        unknown = sorted({label for _, label in examples} - known)
+        if unknown:
+            raise SeqtasksError(
+                f"{config.validation_path if part == 'validation' and config.validation_path else config.path}: "
+                f"{part} label {unknown[0]!r} is not in data.labels ({', '.join(labels)})"
+            )
+    return labels, list(config.label_names) or labels
+
+
+def make_text_encoder(config, tokenizer):
+    """`encode(text [batch]) -> ragged ids`: HTML stripping, subwords, truncation as the recipe says."""
+    import tensorflow as tf
+
+    def encode(text):
+        if config.strip_html:
+            text = tf.strings.regex_replace(text, r"<[^>]{0,100}>", " ")
+        ids = tokenizer.tokenize(text)
+        return ids[:, : config.max_length] if config.keep == "first" else ids[:, -config.max_length :]
+
+    return encode
+
+
+def _vocabulary_texts(config, examples):
+    import re
+
+    texts = [text for text, _ in examples]
+    if config.strip_html:
+        texts = [re.sub(r"<[^>]{0,100}>", " ", text) for text in texts]
+    return texts
+
+
+def make_dataset(examples, label_index, encode, batch_size, shuffle_seed=None):
+    """Length-bucketed batches `(token ids, class index)`; empty texts are left out."""
+    import tensorflow as tf
+
+    texts = tf.constant([text for text, _ in examples])
+    labels = tf.constant([label_index[label] for _, label in examples], tf.int32)
+    data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(1024)
+    data = data.map(lambda t, y: (encode(t), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    # Unbatched rows keep a ragged spec, which bucketing's padded_batch rejects.
+    data = data.map(lambda ids, y: (tf.identity(ids), y))
+    data = data.filter(lambda ids, y: tf.size(ids) > 0).cache()
+    if shuffle_seed is not None:
+        data = data.shuffle(len(examples), seed=shuffle_seed, reshuffle_each_iteration=True)
+    data = data.bucket_by_sequence_length(
+        lambda ids, y: tf.size(ids),
+        bucket_boundaries=_BUCKETS,
+        bucket_batch_sizes=[batch_size] * (len(_BUCKETS) + 1),
+    )
+    return data.prefetch(tf.data.AUTOTUNE)
+
+
+def classification_metrics(predicted, actual, names):
+    """Accuracy, macro-F1, per-class F1 and the confusion matrix (rows: actual)."""
+    count = len(names)
+    confusion = np.zeros((count, count), np.int64)
+    np.add.at(confusion, (actual, predicted), 1)
+    true_positive = np.diag(confusion).astype(float)
+    precision = np.divide(true_positive, confusion.sum(0), out=np.zeros(count), where=confusion.sum(0) > 0)
+    recall = np.divide(true_positive, confusion.sum(1), out=np.zeros(count), where=confusion.sum(1) > 0)
+    f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(count), where=precision + recall > 0)
+    return {
+        "accuracy": float(true_positive.sum() / max(1, confusion.sum())),
+        "macro_f1": float(f1.mean()),
+        "per_class_f1": {name: float(value) for name, value in zip(names, f1)},
+        "confusion_matrix": confusion.tolist(),
+    }
+
+
+def run(recipe, run_dir):
+    """Trains, evaluates (accuracy, macro-F1, confusion matrix) and exports; returns the metrics."""
+    import keras
+
+    from seqtasks.distribute import make_strategy
+    from seqtasks.io_utils import publish_folder, write_text_atomic
+    from seqtasks.models import TextClassifier
+    from seqtasks.tasks.classification_common import compile_classifier
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
+    from seqtasks.training import fit
+
+    started = time.time()
+    keras.utils.set_random_seed(recipe.seed)
+    config = recipe.data
+    train, validation = _load(recipe)
+    labels, names = class_labels(config, train, validation)
+    label_index = {label: index for index, label in enumerate(labels)}
+    print(f"Texts: {len(train)} training, {len(validation)} validation; classes: {', '.join(names)}")
+
+    vocab = learn_vocabulary(_vocabulary_texts(config, train), config.vocab_size, config.lower_case)
+    write_text_atomic(run_dir / "vocab.txt", "\n".join(vocab) + "\n")
+    tokenizer = SubwordTokenizer(vocab, config.lower_case)
+    encode = make_text_encoder(config, tokenizer)
+    print(f"Vocabulary: {len(vocab)} subwords")
+
+    batch_size = recipe.training.batch_size
+    train_data = make_dataset(train, label_index, encode, batch_size, recipe.seed)
+    validation_data = make_dataset(validation, label_index, encode, batch_size)
+
+    strategy = make_strategy(recipe.distribute)
+    with strategy.scope():
+        model = TextClassifier.from_recipe(recipe.model, len(vocab), len(labels))
+        model.build()
+        compile_classifier(model, recipe.training)
+    fit_started = time.time()
+    history = fit(model, train_data, validation_data, recipe.training, run_dir)
+    train_seconds = time.time() - fit_started
+    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
+
+    metrics = {
+        "task": "sentiment",
+        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
+        "epochs_run": len(history.history["loss"]),
+        "train_examples": len(train),
+        "validation_examples": len(validation),
+        "train_seconds": round(train_seconds, 1),
+        # Wall time of `fit`, validation passes and tracing included.
+        "train_examples_per_second": round(history.batches_seen * batch_size / train_seconds, 1),
+        "parameters": int(model.count_params()),
+    }
+    metrics.update(evaluate_and_export(recipe, run_dir, model, tokenizer, validation, labels, names))
+    metrics["seconds"] = round(time.time() - started, 1)
+    return metrics
+
+
+def evaluate_and_export(recipe, run_dir, model, tokenizer, validation, labels, names):
+    """Validation accuracy, macro-F1 and confusion matrix (JSON and PNG), the SavedModel."""
+    from seqtasks.export import export_saved_model
+    from seqtasks.io_utils import write_text_atomic
+    from seqtasks.plots import save_confusion_matrix
+    from seqtasks.tasks.classification_common import make_classifier_server, predict_probabilities
+
+    encode = make_text_encoder(recipe.data, tokenizer)
+    texts = [text for text, _ in validation]
+    label_index = {label: index for index, label in enumerate(labels)}
+    actual = np.array([label_index[label] for _, label in validation])
+    predict_started = time.time()
+    probabilities = predict_probabilities(model, encode, texts, recipe.training.batch_size)
+    predict_seconds = time.time() - predict_started
+    predicted = probabilities.argmax(axis=1)
+    scores = classification_metrics(predicted, actual, names)
+    save_confusion_matrix(np.array(scores["confusion_matrix"]), names, run_dir / "confusion_matrix.png")
+    write_text_atomic(
+        run_dir / "predictions.tsv",
+        "".join(
+            f"{names[p]}\t{names[a]}\t{' '.join(text.split())}\n" for p, a, text in zip(predicted, actual, texts)
+        ),
+    )
+    print("Sample predictions (validation):")
+    for index in range(min(5, len(texts))):
+        print(f"  {names[predicted[index]]:>10} (actual {names[actual[index]]}): {texts[index][:100]}")
+    metrics = {
+        "validation": {"accuracy": scores["accuracy"], "macro_f1": scores["macro_f1"]},
+        "per_class_f1": scores["per_class_f1"],
+        "confusion_matrix": {"labels": names, "rows_actual_columns_predicted": scores["confusion_matrix"]},
+        "predict_texts_per_second": round(len(texts) / predict_seconds, 1),
+    }
+    if recipe.export.enabled:
+        server = make_classifier_server(model, tokenizer, encode, names)
+        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+    return metrics

@@ -1,0 +1,126 @@
+import itertools
+
+import keras
+import numpy as np
+import pytest
+from layer_test_utils import run_layer_test
+
+from seqtasks.layers import CRF
+
+
+def _crf_with_random_weights(num_tags, seed):
+    rng = np.random.default_rng(seed)
+    crf = CRF(num_tags)
+    crf.build((None, None, num_tags))
+    crf.transitions.assign(rng.normal(size=(num_tags, num_tags)).astype("float32"))
+    crf.start_transitions.assign(rng.normal(size=num_tags).astype("float32"))
+    crf.end_transitions.assign(rng.normal(size=num_tags).astype("float32"))
+    return crf
+
+
+def _path_score(crf, potentials, path):
+    transitions = keras.ops.convert_to_numpy(crf.transitions)
+    score = keras.ops.convert_to_numpy(crf.start_transitions)[path[0]]
+    score += keras.ops.convert_to_numpy(crf.end_transitions)[path[-1]]
+    score += sum(potentials[t, tag] for t, tag in enumerate(path))
+    score += sum(transitions[a, b] for a, b in zip(path, path[1:]))
+    return score
+
+
+def _brute_force(crf, potentials, length):
+    """Every path's score over the first `length` tokens: (log Z, best path, best score)."""
+    paths = list(itertools.product(range(crf.num_tags), repeat=length))
+    scores = np.array([_path_score(crf, potentials, path) for path in paths])
+    best = int(np.argmax(scores))
+    return np.logaddexp.reduce(scores), paths[best], scores[best]
+
+
+@pytest.fixture
+def example():
+    rng = np.random.default_rng(7)
+    crf = _crf_with_random_weights(3, seed=1)
+    potentials = rng.normal(size=(3, 4, 3)).astype("float32")
+    lengths = np.array([4, 2, 1])
+    mask = np.arange(4)[None, :] < lengths[:, None]
+    # Scores at padding must not matter.
+    potentials[~mask] = 100.0
+    return crf, potentials, mask, lengths
+
+
+def test_layer_contract(tmp_path):
+    potentials = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
+    tags, score = run_layer_test(CRF, {"num_tags": 4}, {"potentials": potentials}, tmp_path=tmp_path)
+    assert tags.shape == (2, 5) and score.shape == (2,)
+
+
+def test_log_likelihood_matches_brute_force_over_all_paths(example):
+    crf, potentials, mask, lengths = example
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        tags = rng.integers(0, 3, size=(3, 4))
+        tags[~mask] = 0
+        got = keras.ops.convert_to_numpy(crf.log_likelihood(potentials, tags, mask))
+        for row in range(3):
+            log_z, _, _ = _brute_force(crf, potentials[row], lengths[row])
+            expected = _path_score(crf, potentials[row], tags[row, : lengths[row]]) - log_z
+            np.testing.assert_allclose(got[row], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_probabilities_of_all_paths_sum_to_one():
+    crf = _crf_with_random_weights(2, seed=5)
+    potentials = np.random.default_rng(2).normal(size=(1, 3, 2)).astype("float32")
+    paths = np.array(list(itertools.product(range(2), repeat=3)))
+    batch = np.repeat(potentials, len(paths), axis=0)
+    log_probs = keras.ops.convert_to_numpy(crf.log_likelihood(batch, paths))
+    np.testing.assert_allclose(np.exp(log_probs).sum(), 1.0, rtol=1e-5)
+
+
+def test_viterbi_finds_the_brute_force_best_path(example):
+    crf, potentials, mask, lengths = example
+    tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials, mask=mask))
+    for row in range(3):
+        _, best_path, best_score = _brute_force(crf, potentials[row], lengths[row])
+        assert tuple(tags[row, : lengths[row]]) == best_path
+        assert (tags[row, lengths[row] :] == 0).all()
+        np.testing.assert_allclose(score[row], best_score, rtol=1e-5)
+
+
+def test_viterbi_over_many_random_cases_without_a_mask():
+    rng = np.random.default_rng(11)
+    for case in range(10):
+        crf = _crf_with_random_weights(3, seed=100 + case)
+        length = 1 + case % 5
+        potentials = rng.normal(size=(1, length, 3)).astype("float32")
+        tags, _ = crf(potentials)
+        _, best_path, _ = _brute_force(crf, potentials[0], length)
+        assert tuple(keras.ops.convert_to_numpy(tags)[0]) == best_path
+
+
+def test_padded_batch_decodes_like_each_sequence_alone(example):
+    crf, potentials, mask, lengths = example
+    tags, score = crf(potentials, mask=mask)
+    for row in range(3):
+        alone_tags, alone_score = crf(potentials[row : row + 1, : lengths[row]])
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(tags)[row, : lengths[row]], keras.ops.convert_to_numpy(alone_tags)[0]
+        )
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(score)[row], keras.ops.convert_to_numpy(alone_score)[0], rtol=1e-6
+        )
+
+
+def test_mask_is_taken_from_the_keras_mask_of_the_potentials():
+    tokens = keras.Input((None,), dtype="int32")
+    embedding = keras.layers.Embedding(10, 3, mask_zero=True)
+    tags, _ = CRF(3)(embedding(tokens))
+    model = keras.Model(tokens, tags)
+    embedding.set_weights([np.tile(np.array([[0.0, 0.0, 5.0]], "float32"), (10, 1))])
+    out = keras.ops.convert_to_numpy(model(np.array([[4, 5, 0, 0]])))
+    assert out.tolist() == [[2, 2, 0, 0]]
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match=r"Expected a positive integer. Received: num_tags=0"):
+        CRF(0)
+    with pytest.raises(ValueError, match=r"Expected potentials of shape \(batch, time, 3\)"):
+        CRF(3)(np.zeros((1, 2, 4), "float32"))
