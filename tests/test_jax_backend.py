@@ -13,6 +13,9 @@ LAYER_TESTS = [
     "tests/test_luong_attention.py",
     "tests/test_stacked_rnn.py",
     "tests/test_attention_decoder.py",
+    "tests/test_attention_pooling.py",
+    "tests/test_character_cnn.py",
+    "tests/test_crf.py",
     "tests/test_greedy_search.py",
     "tests/test_beam_search.py",
 ]

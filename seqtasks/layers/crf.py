@@ -82,6 +82,10 @@ class CRF(keras.layers.Layer):
         if mask is None:
             mask = ops.ones(ops.shape(potentials)[:2], dtype="bool")
         mask = ops.cast(mask, "bool")
+        # One padded step more, so the scans over steps 1.. never run zero times
+        # (TensorFlow cannot stack an empty list of unknown batch size).
+        potentials = ops.pad(potentials, ((0, 0), (0, 1), (0, 0)))
+        mask = ops.pad(mask, ((0, 0), (0, 1)), constant_values=False)
         return ops.transpose(potentials, (1, 0, 2)), ops.transpose(mask, (1, 0))
 
     @staticmethod
@@ -124,7 +128,7 @@ class CRF(keras.layers.Layer):
         _, earlier = ops.scan(backward, last, pointers, reverse=True)
         tags = ops.transpose(ops.concatenate([earlier, ops.expand_dims(last, 0)], axis=0), (1, 0))
         tags = ops.where(ops.transpose(step_mask, (1, 0)), tags, ops.zeros_like(tags))
-        return tags, score
+        return tags[:, :-1], score
 
     def log_likelihood(self, potentials, tags, mask=None):
         """Log probability `(batch,)` of the paths `tags` `(batch, time)`."""
@@ -140,7 +144,8 @@ class CRF(keras.layers.Layer):
         first = ops.cast(self.start_transitions, "float32") + steps[0]
         log_alpha, _ = ops.scan(forward, first, self._joined(steps[1:], step_mask[1:]))
         log_partition = ops.logsumexp(log_alpha + ops.cast(self.end_transitions, "float32"), axis=1)
-        return self._path_score(steps, step_mask, ops.cast(tags, "int32")) - log_partition
+        tags = ops.pad(ops.cast(tags, "int32"), ((0, 0), (0, 1)))
+        return self._path_score(steps, step_mask, tags) - log_partition
 
     def _path_score(self, steps, step_mask, tags):
         tags = ops.transpose(tags, (1, 0))

@@ -82,5 +82,5 @@ class TokenFeaturizer(tf.Module):
         padded = {}
         for name, value in dense.items():
             padded[name] = tf.pad(value, [[0, 0], [0, extra]] + [[0, 0]] * (len(value.shape) - 2))
-            padded[name].set_shape(value.shape)
+            padded[name].set_shape([None, None] + value.shape[2:])
         return padded

@@ -1,0 +1,92 @@
+"""The NER task end to end on a slice of the shipped WNUT-17 sample."""
+
+import json
+
+import pytest
+from conftest import REPO, run_recipe
+
+RECIPE = """
+task: ner
+seed: 2
+data:
+  path: train.conll
+  validation_path: dev.conll
+  tag_column: 1
+  max_length: 50
+model:
+  word_embedding_dim: 16
+  char_embedding_dim: 8
+  char_filters: 8
+  encoder: {cell_type: lstm, units: 16, bidirectional: true}
+  dropout: 0.2
+training:
+  epochs: 3
+  batch_size: 32
+  learning_rate: 0.01
+"""
+
+
+def _sentences(path, count):
+    return "\n\n".join(path.read_text(encoding="utf-8").strip().split("\n\n")[:count]) + "\n"
+
+
+@pytest.fixture(scope="module")
+def ner_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ner")
+    data = REPO / "recipes" / "data"
+    (root / "train.conll").write_text(_sentences(data / "wnut17-sample.train.conll", 300), encoding="utf-8")
+    (root / "dev.conll").write_text(_sentences(data / "wnut17-sample.dev.conll", 60), encoding="utf-8")
+    (root / "tiny.yaml").write_text(RECIPE)
+    run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
+    return root, run_dir, output
+
+
+def test_run_reports_seqeval_scores_per_type(ner_run):
+    _, run_dir, output = ner_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert set(metrics["validation"]) == {"f1", "precision", "recall"}
+    assert {"person", "location"} <= set(metrics["per_type"])
+    assert all(0.0 <= scores["f1-score"] <= 1.0 for scores in metrics["per_type"].values())
+    assert "Validation entities (seqeval)" in output
+    tags = (run_dir / "tags.txt").read_text().split()
+    assert tags[0] == "O" and "B-person" in tags and "I-person" in tags
+
+
+def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run, fresh_python):
+    root, run_dir, _ = ner_run
+    sentences = (run_dir / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:5]
+    rows = [[line.split("\t") for line in sentence.strip().splitlines()] for sentence in sentences]
+    export_dir = root / "saved_models" / "tiny" / "1"
+    result = fresh_python(
+        f"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text
+serve = tf.saved_model.load({str(export_dir)!r}).signatures["serving_default"]
+out = {{}}
+for name, batch in {{
+    "validation": {json.dumps([" ".join(r[0] for r in row) for row in rows], ensure_ascii=False)},
+    "edge": ["", "  ", "word " * 300, "Ünïcödé 漢字 🙂 \\x00\\x07"],
+    "none": [],
+}}.items():
+    result = serve(text=tf.constant(batch, dtype=tf.string))
+    assert result["tokens"].shape == result["tags"].shape and result["tags"].shape[0] == len(batch)
+    out[name] = {{
+        "tokens": [[t.decode() for t in row] for row in result["tokens"].numpy()],
+        "tags": [[t.decode() for t in row] for row in result["tags"].numpy()],
+    }}
+assert not [m for m in sys.modules if m.startswith("seqtasks")]
+print(json.dumps(out))
+"""
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    for row, tokens, tags in zip(rows, out["validation"]["tokens"], out["validation"]["tags"]):
+        real = [t for t in tokens if t]
+        assert real == [r[0] for r in row]
+        assert tags[: len(real)] == [r[2] for r in row] and all(t == "" for t in tags[len(real) :])
+        assert all(t != "" for t in tags[: len(real)])
+    edge_tokens, edge_tags = out["edge"]["tokens"], out["edge"]["tags"]
+    assert edge_tokens[0] == edge_tags[0] == [""] * len(edge_tokens[0])
+    assert len([t for t in edge_tokens[2] if t]) == 50  # cut to data.max_length
+    assert out["none"]["tokens"] == []

@@ -1,0 +1,91 @@
+"""The sentiment task end to end on a slice of the shipped sample."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import REPO, run_recipe
+
+from seqtasks.tasks.sentiment import classification_metrics
+
+RECIPE = """
+task: sentiment
+seed: 2
+data:
+  format: tsv
+  path: reviews.tsv
+  validation_size: 100
+  labels: ["0", "1"]
+  label_names: [negative, positive]
+  vocab_size: 200
+  max_length: 12
+model:
+  embedding_dim: 16
+  encoder: {cell_type: gru, units: 16, bidirectional: true}
+  pooling: attention
+  attention_units: 8
+training:
+  epochs: 6
+  batch_size: 32
+  learning_rate: 0.01
+"""
+
+
+@pytest.fixture(scope="module")
+def sentiment_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sentiment")
+    sample = (REPO / "recipes" / "data" / "sentiment-sample.tsv").read_text(encoding="utf-8").splitlines()
+    (root / "reviews.tsv").write_text("\n".join(sample[:701]) + "\n", encoding="utf-8")
+    (root / "tiny.yaml").write_text(RECIPE)
+    run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
+    return root, run_dir, output
+
+
+def test_run_reports_accuracy_macro_f1_and_a_confusion_matrix(sentiment_run):
+    _, run_dir, output = sentiment_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["validation"]["accuracy"] > 0.7  # the sample is learnable
+    confusion = np.array(metrics["confusion_matrix"]["rows_actual_columns_predicted"])
+    assert confusion.sum() == 100 and metrics["confusion_matrix"]["labels"] == ["negative", "positive"]
+    assert np.trace(confusion) / 100 == pytest.approx(metrics["validation"]["accuracy"])
+    assert (run_dir / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
+    assert "validation macro_f1:" in output and "Sample predictions" in output
+
+
+def test_saved_model_serves_labels_and_probabilities_like_the_run(sentiment_run, fresh_python):
+    root, run_dir, _ = sentiment_run
+    rows = [line.split("\t") for line in (run_dir / "predictions.tsv").read_text().splitlines()[:6]]
+    export_dir = root / "saved_models" / "tiny" / "1"
+    result = fresh_python(
+        f"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text
+serve = tf.saved_model.load({str(export_dir)!r}).signatures["serving_default"]
+out = {{}}
+for name, batch in {{
+    "validation": {json.dumps([row[2] for row in rows], ensure_ascii=False)},
+    "edge": ["", "great " * 2000, "¿Qué tal? Ünïcödé 漢字 🙂", "\\x00\\x07<br />"],
+    "none": [],
+}}.items():
+    result = serve(text=tf.constant(batch, dtype=tf.string))
+    assert result["label"].shape == (len(batch),) and result["probabilities"].shape == (len(batch), 2)
+    assert result["probabilities"].dtype == tf.float32
+    out[name] = {{"labels": [t.decode() for t in result["label"].numpy()], "sums": result["probabilities"].numpy().sum(1).tolist()}}
+assert not [m for m in sys.modules if m.startswith("seqtasks")]
+print(json.dumps(out))
+"""
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["validation"]["labels"] == [row[0] for row in rows]
+    assert np.allclose(out["edge"]["sums"], 1.0, atol=1e-5) and len(out["edge"]["labels"]) == 4
+    assert out["none"]["labels"] == []
+
+
+def test_classification_metrics_by_hand():
+    scores = classification_metrics(np.array([0, 1, 1, 2, 2, 2]), np.array([0, 0, 1, 2, 2, 1]), ["a", "b", "c"])
+    assert scores["confusion_matrix"] == [[1, 1, 0], [0, 1, 1], [0, 0, 2]]
+    assert scores["accuracy"] == pytest.approx(4 / 6)
+    # F1: a = 2/3 (P 1, R 1/2), b = 1/2 (P 1/2, R 1/2), c = 4/5 (P 2/3, R 1).
+    assert scores["macro_f1"] == pytest.approx((2 / 3 + 1 / 2 + 4 / 5) / 3)

@@ -1,0 +1,83 @@
+import keras
+import numpy as np
+import pytest
+
+from seqtasks.models import SequenceTagger
+
+
+def _inputs(rows, chars=4):
+    width = max(len(row) for row in rows)
+    words = np.zeros((len(rows), width), "int32")
+    for index, row in enumerate(rows):
+        words[index, : len(row)] = row
+    characters = np.where(words[:, :, None] > 0, (words[:, :, None] + np.arange(chars)) % 9 + 1, 0).astype("int32")
+    casing = np.where(words > 0, words % 5 + 1, 0).astype("int32")
+    return {"words": words, "characters": characters, "casing": casing}
+
+
+def _tagger(output_layer):
+    return SequenceTagger(
+        12, 10, 4, word_embedding_dim=5, char_embedding_dim=3, char_filters=4,
+        encoder={"units": 6, "bidirectional": True}, dropout=0.0, output_layer=output_layer, seed=1,
+    )
+
+
+@pytest.mark.parametrize("output_layer", ["crf", "softmax"])
+def test_a_padded_batch_tags_exactly_like_each_sentence_alone(output_layer):
+    model = _tagger(output_layer)
+    rows = [[3, 4, 5, 6], [7, 8], [9]]
+    keras.utils.set_random_seed(0)
+    for weight in model.weights:  # non-zero transitions make the CRF matter
+        weight.assign(np.random.default_rng(len(weight.path)).normal(size=weight.shape).astype("float32"))
+    batch = _inputs(rows)
+    together = keras.ops.convert_to_numpy(model.decode(batch))
+    potentials = keras.ops.convert_to_numpy(model(batch))
+    for index, row in enumerate(rows):
+        alone = _inputs([row])
+        np.testing.assert_array_equal(together[index, : len(row)], keras.ops.convert_to_numpy(model.decode(alone))[0])
+        np.testing.assert_allclose(potentials[index, : len(row)], keras.ops.convert_to_numpy(model(alone))[0], rtol=1e-5, atol=1e-5)
+        assert (together[index, len(row) :] == 0).all()
+
+
+def test_crf_loss_is_the_negative_mean_log_likelihood_and_training_learns_the_tags():
+    model = _tagger("crf")
+    x = _inputs([[3, 4, 5, 6], [7, 8]] * 8)
+    y = np.array([[1, 2, 0, 3], [1, 0, 0, 0]] * 8, "int32")
+    potentials = model(x)
+    expected = -keras.ops.convert_to_numpy(model.crf.log_likelihood(potentials, y, x["words"] != 0)).mean()
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.compute_loss(x, y, potentials)), expected, rtol=1e-6)
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    history = model.fit(x, y, epochs=25, batch_size=8, verbose=0)
+    assert history.history["loss"][-1] < 0.2 * history.history["loss"][0]
+    decoded = keras.ops.convert_to_numpy(model.decode(x))
+    np.testing.assert_array_equal(decoded[:2], [[1, 2, 0, 3], [1, 0, 0, 0]])
+
+
+def test_saves_and_reloads_in_safe_mode(tmp_path):
+    model = _tagger("crf")
+    x = _inputs([[3, 4, 5], [6]])
+    expected = keras.ops.convert_to_numpy(model(x))
+    model.save(tmp_path / "tagger.keras")
+    restored = keras.models.load_model(tmp_path / "tagger.keras", safe_mode=True)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(x)), expected, rtol=1e-6)
+    assert restored.crf is not None
+
+
+def test_rejects_an_unknown_output_layer():
+    with pytest.raises(ValueError, match=r"Received: output_layer='hmm'"):
+        SequenceTagger(10, 10, 3, output_layer="hmm")
+
+
+def test_crf_runs_in_a_traced_function_of_unknown_length_down_to_one_token():
+    import tensorflow as tf
+
+    model = _tagger("crf")
+
+    @tf.function(input_signature=[{name: tf.TensorSpec([None, None] + ([4] if name == "characters" else []), tf.int32)
+                                   for name in ("words", "characters", "casing")}])
+    def decode(inputs):
+        return model.decode(inputs)
+
+    for rows in ([[3]], [[3, 4, 5], [6]]):
+        x = _inputs(rows)
+        np.testing.assert_array_equal(decode(x).numpy(), keras.ops.convert_to_numpy(model.decode(x)))
