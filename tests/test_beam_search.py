@@ -121,3 +121,35 @@ def test_helpers():
     np.testing.assert_allclose(np.array(length_penalty(np.array([1, 7]), 0.6)), [1.0, 2.0**0.6], rtol=1e-6)
     with pytest.raises(ValueError, match="Expected beam_width >= 1. Received: beam_width=0"):
         beam_search(_unigram_step(TRAP), (), np.full(1, START), END, 3, beam_width=0)
+
+
+def _reference_beam(table, width, alpha, max_length):
+    """Plain beam search over whole candidate lists, for one sequence of a unigram model."""
+    beams = [((START,), 0.0, False)]
+    for _ in range(max_length):
+        if all(done for _, _, done in beams):
+            break
+        candidates = []
+        for tokens, score, done in beams:
+            if done:
+                candidates.append((tokens, score, True))
+                continue
+            for token in range(VOCAB):
+                candidates.append((tokens + (token,), score + float(table[tokens[-1], token]), token == END))
+        penalty = lambda tokens: ((5 + len(tokens) - 1) / 6) ** alpha  # noqa: E731
+        candidates.sort(key=lambda c: -c[1] / penalty(c[0]))
+        beams = candidates[:width]
+    tokens, score, _ = beams[0]
+    return list(tokens[1:]), score / (((5 + len(tokens) - 1) / 6) ** alpha)
+
+
+@pytest.mark.parametrize("width", [2, 3, 5, 9])
+def test_matches_a_plain_beam_search_on_random_models(width):
+    rng = np.random.default_rng(width)
+    for case in range(4):
+        table = np.log(rng.dirichlet(np.full(VOCAB, 0.5), size=VOCAB)).astype("float32")
+        alpha = [0.0, 0.6, 1.0, 2.0][case]
+        ids, lengths, scores, _ = _run_beam(_unigram_step(table), batch=1, width=width, alpha=alpha, max_length=5)
+        expected_tokens, expected_score = _reference_beam(table, width, alpha, 5)
+        assert list(ids[0, : lengths[0]]) == expected_tokens
+        np.testing.assert_allclose(scores[0], expected_score, rtol=1e-5)

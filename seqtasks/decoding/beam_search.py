@@ -79,19 +79,25 @@ def beam_search(
 
     def body(step, ids, last, state, finished, lengths, scores):
         logits, state = step_fn(ops.reshape(last, (-1,)), state)
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        vocab_size = ops.shape(log_probs)[-1]
-        log_probs = ops.reshape(log_probs, (batch_size, width, vocab_size))
-        # An ended hypothesis can only be extended by `end_id`, at no cost.
-        only_end = ops.where(ops.arange(vocab_size) == end_id, 0.0, _NEG)
-        log_probs = ops.where(ops.expand_dims(finished, -1), only_end, log_probs)
-        totals = ops.expand_dims(scores, -1) + log_probs
+        logits = ops.reshape(ops.cast(logits, "float32"), (batch_size, width, -1))
+        # Each hypothesis' best `width` tokens hold the batch entry's best
+        # `width` extensions, so only those candidates (not the whole
+        # vocabulary) are normalised, scored and ranked.
+        per_row = width if logits.shape[-1] is None else min(width, logits.shape[-1])
+        row_top, row_tokens = ops.top_k(logits, k=per_row)
+        row_log_probs = row_top - ops.logsumexp(logits, axis=-1, keepdims=True)
+        row_tokens = ops.cast(row_tokens, "int32")
+        # An ended hypothesis has one candidate: `end_id`, at no cost.
+        first = ops.arange(per_row) == 0
+        row_log_probs = ops.where(ops.expand_dims(finished, -1), ops.where(first, 0.0, _NEG), row_log_probs)
+        row_tokens = ops.where(ops.expand_dims(finished, -1), end_id, row_tokens)
+        totals = ops.expand_dims(scores, -1) + row_log_probs
         new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
         normalized = totals / ops.expand_dims(length_penalty(new_lengths, alpha), -1)
-        top_values, top_indices = ops.top_k(ops.reshape(normalized, (batch_size, -1)), k=width)
+        _, top_indices = ops.top_k(ops.reshape(normalized, (batch_size, -1)), k=width)
         top_indices = ops.cast(top_indices, "int32")
-        origin = top_indices // vocab_size
-        token = top_indices % vocab_size
+        origin = top_indices // per_row
+        token = ops.take_along_axis(ops.reshape(row_tokens, (batch_size, -1)), top_indices, axis=1)
         flat_origin = ops.reshape(origin + batch_offsets, (-1,))
 
         was_finished = ops.take_along_axis(finished, origin, axis=1)
