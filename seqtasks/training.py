@@ -74,3 +74,36 @@ def fit(model, train_data, validation_data, config, run_dir):
         model.load_weights(str(best))
     history.batches_seen = counter.count
     return history
+
+
+def fit_metrics(task, history, train_seconds, model):
+    """The metrics every task records about its `fit`: losses by epoch, epochs, time, size."""
+    return {
+        "task": task,
+        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
+        "epochs_run": len(history.history["loss"]),
+        "train_seconds": round(train_seconds, 1),
+        "parameters": int(model.count_params()),
+    }
+
+
+def train_model(recipe, run_dir, make_model, compile_model, train_data, validation_data):
+    """Builds and compiles under the recipe's strategy, fits, and saves `run_dir/model/model.keras`.
+
+    Returns `(model, history, train_seconds)`, the model holding the best weights.
+    """
+    import time
+
+    from seqtasks.distribute import make_strategy
+    from seqtasks.io_utils import publish_folder
+
+    strategy = make_strategy(recipe.distribute)
+    with strategy.scope():
+        model = make_model()
+        model.build()
+        compile_model(model)
+    started = time.time()
+    history = fit(model, train_data, validation_data, recipe.training, run_dir)
+    train_seconds = time.time() - started
+    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), Path(run_dir) / "model")
+    return model, history, train_seconds

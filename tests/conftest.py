@@ -3,6 +3,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -38,6 +39,52 @@ def run_recipe(recipe, output_dir, *overrides):
     assert result.exit_code == 0, result.output
     (run_dir,) = [path for path in Path(output_dir).glob("*/*") if path.is_dir()]
     return run_dir, result.output
+
+
+_SERVE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 - registers the tokenizer ops
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+
+
+def text(x):
+    return [text(item) for item in x] if isinstance(x, list) else x.decode("utf-8")
+
+
+out = {}
+for name, batch in json.loads(sys.stdin.read()).items():
+    result = serve(text=tf.constant(batch, dtype=tf.string))
+    out[name] = {
+        key: {
+            "shape": list(value.shape),
+            "dtype": value.dtype.name,
+            "value": text(value.numpy().tolist()) if value.dtype == tf.string else value.numpy().tolist(),
+        }
+        for key, value in result.items()
+    }
+assert not [m for m in sys.modules if m.startswith("seqtasks")], "seqtasks was imported"
+print(json.dumps(out))
+"""
+
+
+def serve_in_tensorflow_only(export_dir, batches):
+    """Runs `serving_default` of a SavedModel in a fresh process importing only TensorFlow (and tensorflow_text).
+
+    `batches` maps names to lists of input strings. Returns, per name and
+    output key, `{"shape", "dtype", "value"}` with strings decoded.
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(export_dir)],
+        input=json.dumps(batches),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        cwd=REPO,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """`run_layer_test`: the checks every seqtasks layer must pass."""
 
-import inspect
 
 import keras
 import numpy as np

@@ -46,18 +46,15 @@ def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None
     """Length-bucketed batches `(features, tag ids)`, padded with 0."""
     import tensorflow as tf
 
+    from seqtasks.data.batching import bucketed_batches
+
     tokens = tf.ragged.constant([words for words, _ in sentences], dtype=tf.string)
     tags = tf.ragged.constant([[tag_index[t] for t in labels] for _, labels in sentences], dtype=tf.int32)
     data = tf.data.Dataset.from_tensor_slices((tokens, tags))
     # Sliced rows keep a ragged spec, which bucketing's padded_batch rejects.
-    data = data.map(lambda words, labels: (tf.identity(words), tf.identity(labels))).cache()
-    if shuffle_seed is not None:
-        data = data.shuffle(len(sentences), seed=shuffle_seed, reshuffle_each_iteration=True)
-    data = data.bucket_by_sequence_length(
-        lambda words, labels: tf.size(words),
-        bucket_boundaries=_BUCKETS,
-        bucket_batch_sizes=[batch_size] * (len(_BUCKETS) + 1),
-        padding_values=("", 0),
+    data = data.map(lambda words, labels: (tf.identity(words), tf.identity(labels)))
+    data = bucketed_batches(
+        data, len(sentences), lambda words, labels: tf.size(words), _BUCKETS, batch_size, shuffle_seed, ("", 0)
     )
     data = data.map(
         lambda words, labels: (featurizer.features(tf.RaggedTensor.from_tensor(words, padding="")), labels),
@@ -70,11 +67,10 @@ def run(recipe, run_dir):
     """Trains, evaluates (seqeval entity F1 per type) and exports; returns the metrics."""
     import keras
 
-    from seqtasks.distribute import make_strategy
-    from seqtasks.io_utils import publish_folder, write_text_atomic
+    from seqtasks.io_utils import write_text_atomic
     from seqtasks.models import SequenceTagger
     from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies
-    from seqtasks.training import fit, make_optimizer
+    from seqtasks.training import fit_metrics, make_optimizer, train_model
 
     started = time.time()
     keras.utils.set_random_seed(recipe.seed)
@@ -93,28 +89,24 @@ def run(recipe, run_dir):
     train_data = make_dataset(train, featurizer, tag_index, batch_size, recipe.seed)
     validation_data = make_dataset(validation, featurizer, tag_index, batch_size)
 
-    strategy = make_strategy(recipe.distribute)
-    with strategy.scope():
-        model = SequenceTagger.from_recipe(recipe.model, len(word_vocab), len(char_vocab), len(tags), seed=recipe.seed)
-        model.build()
-        model.compile(optimizer=make_optimizer(recipe.training))
-    fit_started = time.time()
-    history = fit(model, train_data, validation_data, recipe.training, run_dir)
-    train_seconds = time.time() - fit_started
-    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
+    model, history, train_seconds = train_model(
+        recipe,
+        run_dir,
+        lambda: SequenceTagger.from_recipe(recipe.model, len(word_vocab), len(char_vocab), len(tags), seed=recipe.seed),
+        # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy).
+        lambda model: model.compile(optimizer=make_optimizer(recipe.training)),
+        train_data,
+        validation_data,
+    )
 
     tokens_per_batch = sum(len(words) for words, _ in train) / max(1, -(-len(train) // batch_size))
-    metrics = {
-        "task": "ner",
-        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
-        "epochs_run": len(history.history["loss"]),
+    metrics = fit_metrics("ner", history, train_seconds, model)
+    metrics.update({
         "train_sentences": len(train),
         "validation_sentences": len(validation),
-        "train_seconds": round(train_seconds, 1),
         # Wall time of `fit`, validation passes and tracing included.
         "train_tokens_per_second": round(tokens_per_batch * history.batches_seen / train_seconds, 1),
-        "parameters": int(model.count_params()),
-    }
+    })
     metrics.update(evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation))
     metrics["seconds"] = round(time.time() - started, 1)
     return metrics

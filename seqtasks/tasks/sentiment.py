@@ -4,7 +4,6 @@ import time
 
 import numpy as np
 
-from seqtasks.text.subword_tokenizer import PAD_ID
 
 _BUCKETS = [16, 32, 64, 128, 256, 512, 1024]
 
@@ -63,20 +62,16 @@ def make_dataset(examples, label_index, encode, batch_size, shuffle_seed=None):
     """Length-bucketed batches `(token ids, class index)`; empty texts are left out."""
     import tensorflow as tf
 
+    from seqtasks.data.batching import bucketed_batches
+
     texts = tf.constant([text for text, _ in examples])
     labels = tf.constant([label_index[label] for _, label in examples], tf.int32)
     data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(1024)
     data = data.map(lambda t, y: (encode(t), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     # Unbatched rows keep a ragged spec, which bucketing's padded_batch rejects.
     data = data.map(lambda ids, y: (tf.identity(ids), y))
-    data = data.filter(lambda ids, y: tf.size(ids) > 0).cache()
-    if shuffle_seed is not None:
-        data = data.shuffle(len(examples), seed=shuffle_seed, reshuffle_each_iteration=True)
-    data = data.bucket_by_sequence_length(
-        lambda ids, y: tf.size(ids),
-        bucket_boundaries=_BUCKETS,
-        bucket_batch_sizes=[batch_size] * (len(_BUCKETS) + 1),
-    )
+    data = data.filter(lambda ids, y: tf.size(ids) > 0)
+    data = bucketed_batches(data, len(examples), lambda ids, y: tf.size(ids), _BUCKETS, batch_size, shuffle_seed)
     return data.prefetch(tf.data.AUTOTUNE)
 
 
@@ -101,12 +96,11 @@ def run(recipe, run_dir):
     """Trains, evaluates (accuracy, macro-F1, confusion matrix) and exports; returns the metrics."""
     import keras
 
-    from seqtasks.distribute import make_strategy
-    from seqtasks.io_utils import publish_folder, write_text_atomic
+    from seqtasks.io_utils import write_text_atomic
     from seqtasks.models import TextClassifier
     from seqtasks.tasks.classification_common import compile_classifier
     from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
-    from seqtasks.training import fit
+    from seqtasks.training import fit_metrics, train_model
 
     started = time.time()
     keras.utils.set_random_seed(recipe.seed)
@@ -126,27 +120,22 @@ def run(recipe, run_dir):
     train_data = make_dataset(train, label_index, encode, batch_size, recipe.seed)
     validation_data = make_dataset(validation, label_index, encode, batch_size)
 
-    strategy = make_strategy(recipe.distribute)
-    with strategy.scope():
-        model = TextClassifier.from_recipe(recipe.model, len(vocab), len(labels))
-        model.build()
-        compile_classifier(model, recipe.training)
-    fit_started = time.time()
-    history = fit(model, train_data, validation_data, recipe.training, run_dir)
-    train_seconds = time.time() - fit_started
-    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
+    model, history, train_seconds = train_model(
+        recipe,
+        run_dir,
+        lambda: TextClassifier.from_recipe(recipe.model, len(vocab), len(labels)),
+        lambda model: compile_classifier(model, recipe.training),
+        train_data,
+        validation_data,
+    )
 
-    metrics = {
-        "task": "sentiment",
-        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
-        "epochs_run": len(history.history["loss"]),
+    metrics = fit_metrics("sentiment", history, train_seconds, model)
+    metrics.update({
         "train_examples": len(train),
         "validation_examples": len(validation),
-        "train_seconds": round(train_seconds, 1),
         # Wall time of `fit`, validation passes and tracing included.
         "train_examples_per_second": round(history.batches_seen * batch_size / train_seconds, 1),
-        "parameters": int(model.count_params()),
-    }
+    })
     metrics.update(evaluate_and_export(recipe, run_dir, model, tokenizer, validation, labels, names))
     metrics["seconds"] = round(time.time() - started, 1)
     return metrics

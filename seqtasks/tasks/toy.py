@@ -58,13 +58,11 @@ def run(recipe, run_dir):
     """Trains, evaluates and exports the toy model; returns the metrics."""
     import keras
 
-    from seqtasks.distribute import make_strategy
     from seqtasks.export import export_saved_model
-    from seqtasks.io_utils import publish_folder
     from seqtasks.models import Seq2Seq
     from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode, make_server
     from seqtasks.text.word_tokenizer import WordTokenizer
-    from seqtasks.training import fit
+    from seqtasks.training import fit_metrics, train_model
 
     started = time.time()
     keras.utils.set_random_seed(recipe.seed)
@@ -75,22 +73,17 @@ def run(recipe, run_dir):
     tokenizer = WordTokenizer([str(digit) for digit in range(config.num_symbols)])
     batch_size = recipe.training.batch_size
 
-    strategy = make_strategy(recipe.distribute)
-    with strategy.scope():
-        model = Seq2Seq.from_recipe(recipe.model, tokenizer.vocab_size, tokenizer.vocab_size, seed=recipe.seed)
-        model.build()
-        compile_model(model, recipe.training)
-    history = fit(
-        model,
+    model, history, train_seconds = train_model(
+        recipe,
+        run_dir,
+        lambda: Seq2Seq.from_recipe(recipe.model, tokenizer.vocab_size, tokenizer.vocab_size, seed=recipe.seed),
+        lambda model: compile_model(model, recipe.training),
         _dataset(train, batch_size, shuffle_seed=recipe.seed),
         _dataset(validation, batch_size),
-        recipe.training,
-        run_dir,
     )
     decode = make_decode(model, recipe.model.decoding)
     predictions = decode_all(decode, validation[0], batch_size)
     scores = evaluate(predictions, validation[2])
-    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
 
     sources = tokenizer.detokenize(validation[0][:3]).numpy()
     outputs = tokenizer.detokenize(np.stack(predictions[:3])).numpy()
@@ -98,15 +91,10 @@ def run(recipe, run_dir):
     for source, output in zip(sources, outputs):
         print(f"  {source.decode()}  ->  {output.decode()}")
 
-    metrics = {
-        "task": "toy",
-        "validation": scores,
-        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
-        "epochs_run": len(history.history["loss"]),
-        "train_examples": config.train_size,
-        "validation_examples": config.validation_size,
-        "parameters": int(model.count_params()),
-    }
+    metrics = fit_metrics("toy", history, train_seconds, model)
+    metrics.update(
+        validation=scores, train_examples=config.train_size, validation_examples=config.validation_size
+    )
     if recipe.export.enabled:
         server = make_server(model, decode, tokenizer, tokenizer, config.max_length, "output")
         path = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)

@@ -19,6 +19,8 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_si
     """
     import tensorflow as tf
 
+    from seqtasks.data.batching import bucketed_batches
+
     sources = tf.constant([source for source, _ in pairs])
     targets = tf.constant([target for _, target in pairs])
     data = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(1024)
@@ -30,17 +32,18 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_si
         lambda s, t: tf.logical_and(
             tf.logical_and(tf.size(s) > 0, tf.size(s) <= max_length), tf.size(t) + 1 <= max_length
         )
-    ).cache()
-    if shuffle_seed is not None:
-        data = data.shuffle(len(pairs), seed=shuffle_seed, reshuffle_each_iteration=True)
+    )
     data = data.map(
         lambda s, t: (s, tf.concat([[START_ID], t], 0), tf.concat([t, [END_ID]], 0))
     )
     boundaries = [b for b in _BUCKETS if b < max_length + 1]
-    data = data.bucket_by_sequence_length(
+    data = bucketed_batches(
+        data,
+        len(pairs),
         lambda s, t_in, t_out: tf.maximum(tf.size(s), tf.size(t_in)),
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+        boundaries,
+        batch_size,
+        shuffle_seed,
     )
     return data.map(lambda s, t_in, t_out: ((s, t_in), t_out)).prefetch(tf.data.AUTOTUNE)
 
@@ -70,12 +73,11 @@ def run(recipe, run_dir):
     """Trains, evaluates (BLEU, chrF, attention heatmaps) and exports; returns the metrics."""
     import keras
 
-    from seqtasks.distribute import make_strategy
-    from seqtasks.io_utils import publish_folder, write_text_atomic
+    from seqtasks.io_utils import write_text_atomic
     from seqtasks.models import Seq2Seq
     from seqtasks.tasks.seq2seq_common import compile_model
     from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
-    from seqtasks.training import fit
+    from seqtasks.training import fit_metrics, train_model
 
     started = time.time()
     keras.utils.set_random_seed(recipe.seed)
@@ -100,29 +102,24 @@ def run(recipe, run_dir):
     )
     tokens_per_epoch, batches_per_epoch = _count_target_tokens(train_data)
 
-    strategy = make_strategy(recipe.distribute)
-    with strategy.scope():
-        model = Seq2Seq.from_recipe(recipe.model, len(source_vocab), len(target_vocab), seed=recipe.seed)
-        model.build()
-        compile_model(model, recipe.training)
-    fit_started = time.time()
-    history = fit(model, train_data, validation_data, recipe.training, run_dir)
-    train_seconds = time.time() - fit_started
-    publish_folder(lambda folder: model.save(f"{folder}/model.keras"), run_dir / "model")
+    model, history, train_seconds = train_model(
+        recipe,
+        run_dir,
+        lambda: Seq2Seq.from_recipe(recipe.model, len(source_vocab), len(target_vocab), seed=recipe.seed),
+        lambda model: compile_model(model, recipe.training),
+        train_data,
+        validation_data,
+    )
 
-    metrics = {
-        "task": "translation",
-        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
-        "epochs_run": len(history.history["loss"]),
+    metrics = fit_metrics("translation", history, train_seconds, model)
+    metrics.update({
         "train_pairs": len(train_pairs),
         "validation_pairs": len(validation_pairs),
-        "train_seconds": round(train_seconds, 1),
         # Wall time of `fit`, validation passes and tracing included.
         "train_target_tokens_per_second": round(
             tokens_per_epoch / batches_per_epoch * history.batches_seen / train_seconds, 1
         ),
-        "parameters": int(model.count_params()),
-    }
+    })
     metrics.update(
         evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs)
     )
