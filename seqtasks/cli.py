@@ -92,12 +92,14 @@ def list_recipes():
     """List the built-in recipes with their descriptions."""
     from seqtasks.recipe import load_recipe
 
-    for name, path in builtin_recipes().items():
+    recipes = builtin_recipes()
+    width = max((len(name) for name in recipes), default=0) + 2
+    for name, path in recipes.items():
         try:
             description = load_recipe(path).description
         except SeqtasksError as error:
             description = f"(invalid: {error})"
-        click.echo(f"{name:<16} {description}")
+        click.echo(f"{name:<{width}}{description}")
 
 
 if __name__ == "__main__":
