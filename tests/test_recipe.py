@@ -60,8 +60,11 @@ def test_data_paths_resolve_against_the_recipe_folder_or_the_current_one(tmp_pat
     path = write(folder, "task: translation\ndata:\n  path: ../data/pairs.tsv\n")
     assert load_recipe(path).data.path == str(tmp_path / "data" / "pairs.tsv")
     monkeypatch.chdir(tmp_path)
-    assert load_recipe(path, ["data.path=mine.tsv"]).data.path == "mine.tsv"
+    assert load_recipe(path, ["data.path=mine.tsv"]).data.path == str(tmp_path / "mine.tsv")
     assert load_recipe(path, ["data.path=/abs/pairs.tsv"]).data.path == "/abs/pairs.tsv"
+    # A recipe given by a relative path still gives absolute data paths, which a
+    # run folder's merged recipe keeps wherever it is loaded from.
+    assert load_recipe("recipes/x.yaml").data.path == str(tmp_path / "data" / "pairs.tsv")
 
 
 def test_translation_needs_a_data_path(tmp_path):

@@ -54,11 +54,15 @@ class _Sources:
         return None
 
     def resolve_path(self, dotted, value):
-        """A path from the recipe file is relative to its folder; from `--set`, to the current one."""
+        """A path from the recipe file is relative to its folder; from `--set`, to the current one.
+
+        The result is absolute, so the merged recipe saved in a run folder
+        still names the same file when it is loaded again from there.
+        """
         path = Path(value).expanduser()
-        if path.is_absolute() or self._override_of(dotted):
-            return str(path)
-        return os.path.normpath(self.path.parent / path)
+        if not path.is_absolute() and not self._override_of(dotted):
+            path = self.path.parent / path
+        return os.path.normpath(os.path.abspath(path))
 
     def error(self, dotted, message):
         key = self._override_of(dotted)
