@@ -143,13 +143,15 @@ def _reference_beam(table, width, alpha, max_length):
     return list(tokens[1:]), score / (((5 + len(tokens) - 1) / 6) ** alpha)
 
 
-@pytest.mark.parametrize("width", [2, 3, 5, 9])
-def test_matches_a_plain_beam_search_on_random_models(width):
-    rng = np.random.default_rng(width)
-    for case in range(4):
+@pytest.mark.parametrize("width, max_length", [(2, 5), (3, 8), (5, 5), (5, 10), (9, 8)])
+def test_matches_a_plain_beam_search_that_never_stops_early(width, max_length):
+    rng = np.random.default_rng(width * max_length)
+    for case in range(6):
         table = np.log(rng.dirichlet(np.full(VOCAB, 0.5), size=VOCAB)).astype("float32")
-        alpha = [0.0, 0.6, 1.0, 2.0][case]
-        ids, lengths, scores, _ = _run_beam(_unigram_step(table), batch=1, width=width, alpha=alpha, max_length=5)
-        expected_tokens, expected_score = _reference_beam(table, width, alpha, 5)
+        alpha = [0.0, 0.6, 1.0, 2.0, 0.6, 0.0][case]
+        ids, lengths, scores, _ = _run_beam(
+            _unigram_step(table), batch=1, width=width, alpha=alpha, max_length=max_length
+        )
+        expected_tokens, expected_score = _reference_beam(table, width, alpha, max_length)
         assert list(ids[0, : lengths[0]]) == expected_tokens
         np.testing.assert_allclose(scores[0], expected_score, rtol=1e-5)

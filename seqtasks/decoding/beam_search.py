@@ -35,9 +35,10 @@ def beam_search(
     Every step expands each live hypothesis by every token, scores the
     candidates by their summed log-probability divided by the GNMT length
     penalty, and keeps the best `beam_width` per batch entry. A hypothesis
-    that produced `end_id` keeps its score and length. The loop stops when all
-    kept hypotheses have ended, or after `max_length` steps. With
-    `beam_width=1` it returns what `greedy_search` returns.
+    that produced `end_id` keeps its score and length. The loop stops after
+    `max_length` steps, or once every batch entry's best hypothesis has ended
+    and no live one could still overtake it (which returns what searching on
+    would). With `beam_width=1` it returns what `greedy_search` returns.
 
     Args:
         step_fn: `step_fn(ids, state) -> (logits, state)` on `batch * beam`
@@ -75,7 +76,14 @@ def beam_search(
         return ops.take(x, flat_index, axis=0)
 
     def cond(step, ids, last, state, finished, lengths, scores):
-        return ops.logical_and(step < max_length, ops.logical_not(ops.all(finished)))
+        # Log-probabilities only fall and the penalty is largest at `max_length`,
+        # so `score / penalty(max_length)` bounds what a live hypothesis can
+        # still reach. An entry is done once its best hypothesis has ended and
+        # no live one can pass it: stopping then changes no result.
+        best = scores[:, 0] / length_penalty(lengths[:, 0], alpha)
+        reachable = ops.where(finished, -float("inf"), scores / length_penalty(max_length, alpha))
+        done = ops.logical_and(finished[:, 0], best >= ops.max(reachable, axis=1))
+        return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
 
     def body(step, ids, last, state, finished, lengths, scores):
         logits, state = step_fn(ops.reshape(last, (-1,)), state)
