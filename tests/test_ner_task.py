@@ -74,3 +74,15 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
     assert edge_tokens[0] == edge_tags[0] == [""] * len(edge_tokens[0])
     assert len([t for t in edge_tokens[2] if t]) == 50  # cut to data.max_length
     assert [t for t in edge_tokens[3] if t] == ["Ünïcödé", "漢字", "🙂", "\x00\x07"]
+
+
+def test_tag_vocabulary_and_unknown_validation_types():
+    from seqtasks.errors import SeqtasksError
+    from seqtasks.recipe.schema import TaggingDataConfig
+    from seqtasks.tasks.ner import tag_vocabulary
+
+    config = TaggingDataConfig(path="train.conll", validation_path="dev.conll")
+    train = [(["a", "b"], ["B-PER", "O"]), (["c"], ["I-LOC"])]
+    assert tag_vocabulary(config, train, [(["d"], ["B-LOC"])]) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    with pytest.raises(SeqtasksError, match=r"dev.conll: validation tag 'B-ORG' has an entity type absent"):
+        tag_vocabulary(config, train, [(["d"], ["B-ORG"])])

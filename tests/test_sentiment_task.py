@@ -77,3 +77,33 @@ def test_classification_metrics_by_hand():
     assert scores["accuracy"] == pytest.approx(4 / 6)
     # F1: a = 2/3 (P 1, R 1/2), b = 1/2 (P 1/2, R 1/2), c = 4/5 (P 2/3, R 1).
     assert scores["macro_f1"] == pytest.approx((2 / 3 + 1 / 2 + 4 / 5) / 3)
+
+
+def test_text_encoder_strips_html_and_keeps_the_first_or_last_subwords():
+    import tensorflow as tf
+
+    from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.tasks.sentiment import make_text_encoder
+    from seqtasks.text.subword_tokenizer import RESERVED_TOKENS, SubwordTokenizer
+
+    tokenizer = SubwordTokenizer(RESERVED_TOKENS + ["a", "b", "c", "br", "<", ">", "/"], lower_case=True)
+    text = tf.constant(["a<br />b c", ""])
+    first = TextClassificationDataConfig(path="x", strip_html=True, max_length=2)
+    last = TextClassificationDataConfig(path="x", strip_html=True, max_length=2, keep="last")
+    raw = TextClassificationDataConfig(path="x", max_length=10)
+    assert make_text_encoder(first, tokenizer)(text).to_list() == [[4, 5], []]
+    assert make_text_encoder(last, tokenizer)(text).to_list() == [[5, 6], []]
+    assert 7 in make_text_encoder(raw, tokenizer)(text).to_list()[0]  # "br" stays without strip_html
+
+
+def test_labels_outside_the_recipe_labels_are_named():
+    from seqtasks.errors import SeqtasksError
+    from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.tasks.sentiment import class_labels
+
+    config = TextClassificationDataConfig(path="train.tsv", validation_path="dev.tsv", labels=["0", "1"])
+    assert class_labels(config, [("x", "0"), ("y", "1")], [("z", "1")]) == (["0", "1"], ["0", "1"])
+    with pytest.raises(SeqtasksError, match=r"dev.tsv: validation label '2' is not in data.labels \(0, 1\)"):
+        class_labels(config, [("x", "0")], [("z", "2")])
+    with pytest.raises(SeqtasksError, match=r"train.tsv: expected at least two labels; found \['0'\]"):
+        class_labels(TextClassificationDataConfig(path="train.tsv"), [("x", "0")], [])
