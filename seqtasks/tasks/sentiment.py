@@ -6,6 +6,8 @@ import numpy as np
 
 
 _BUCKETS = [16, 32, 64, 128, 256, 512, 1024]
+# An HTML tag such as IMDB's `<br />`; the same pattern in Python (`re`) and in the graph (RE2).
+_HTML_TAG = r"<[^>]{0,100}>"
 
 
 def _load(recipe):
@@ -42,7 +44,7 @@ def make_text_encoder(config, tokenizer):
 
     def encode(text):
         if config.strip_html:
-            text = tf.strings.regex_replace(text, r"<[^>]{0,100}>", " ")
+            text = tf.strings.regex_replace(text, _HTML_TAG, " ")
         ids = tokenizer.tokenize(text)
         return ids[:, : config.max_length] if config.keep == "first" else ids[:, -config.max_length :]
 
@@ -54,7 +56,7 @@ def _vocabulary_texts(config, examples):
 
     texts = [text for text, _ in examples]
     if config.strip_html:
-        texts = [re.sub(r"<[^>]{0,100}>", " ", text) for text in texts]
+        texts = [re.sub(_HTML_TAG, " ", text) for text in texts]
     return texts
 
 
