@@ -155,3 +155,16 @@ def test_matches_a_plain_beam_search_that_never_stops_early(width, max_length):
         expected_tokens, expected_score = _reference_beam(table, width, alpha, max_length)
         assert list(ids[0, : lengths[0]]) == expected_tokens
         np.testing.assert_allclose(scores[0], expected_score, rtol=1e-5)
+
+
+@pytest.mark.parametrize("size, k, chunk", [(1, 1, 64), (7, 5, 3), (10, 3, 4), (50, 9, 8), (4487, 5, 64)])
+def test_chunked_top_k_equals_top_k(size, k, chunk):
+    from seqtasks.decoding.beam_search import _row_top_k
+
+    rows = np.random.default_rng(size).normal(size=(6, size)).astype("float32")
+    rows[0, :k] = 9.0 + np.arange(k)  # a row whose best entries share one chunk
+    values, indices, row_max = (np.asarray(ops.convert_to_numpy(t)) for t in _row_top_k(rows, k, chunk))
+    expected_values, expected_indices = (np.asarray(ops.convert_to_numpy(t)) for t in ops.top_k(rows, k=k))
+    np.testing.assert_array_equal(indices, expected_indices)
+    np.testing.assert_array_equal(values, expected_values)
+    np.testing.assert_array_equal(row_max[:, 0], rows.max(axis=-1))

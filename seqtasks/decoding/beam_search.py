@@ -15,6 +15,30 @@ def tile_beams(structure, beam_width):
     return tree.map_structure(lambda x: ops.repeat(x, beam_width, axis=0), structure)
 
 
+def _row_top_k(rows, k, chunk=64):
+    """`top_k` of each row of `rows` `(n, size)` through chunk maxima: exact, and faster here.
+
+    Each row is cut into chunks of `chunk` entries. Any of a row's `k`
+    largest entries lies in one of the `k` chunks with the largest maxima, so
+    only those chunks are searched. Returns `(values, indices, row_max)`:
+    `(n, k)`, `(n, k)` int32 and `(n, 1)`.
+    """
+    size = rows.shape[-1]
+    count = -(-size // chunk)
+    k_chunks = min(k, count)
+    rows = ops.pad(rows, [(0, 0), (0, count * chunk - size)], constant_values=-1e30)
+    chunks = ops.reshape(rows, (-1, chunk))
+    maxima = ops.reshape(ops.max(chunks, axis=-1), (-1, count))
+    chunk_max, chunk_index = ops.top_k(maxima, k=k_chunks)
+    chunk_index = ops.cast(chunk_index, "int32")
+    row_offsets = ops.expand_dims(ops.arange(ops.shape(maxima)[0], dtype="int32") * count, 1)
+    candidates = ops.take(chunks, ops.reshape(chunk_index + row_offsets, (-1,)), axis=0)
+    values, within = ops.top_k(ops.reshape(candidates, (-1, k_chunks * chunk)), k=k)
+    within = ops.cast(within, "int32")
+    indices = ops.take_along_axis(chunk_index, within // chunk, axis=-1) * chunk + within % chunk
+    return values, indices, chunk_max[:, :1]
+
+
 def length_penalty(lengths, alpha):
     """GNMT length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016)."""
     return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
@@ -87,14 +111,20 @@ def beam_search(
 
     def body(step, ids, last, state, finished, lengths, scores):
         logits, state = step_fn(ops.reshape(last, (-1,)), state)
-        logits = ops.reshape(ops.cast(logits, "float32"), (batch_size, width, -1))
+        logits = ops.cast(logits, "float32")
         # Each hypothesis' best `width` tokens hold the batch entry's best
         # `width` extensions, so only those candidates (not the whole
         # vocabulary) are normalised, scored and ranked.
-        per_row = width if logits.shape[-1] is None else min(width, logits.shape[-1])
-        row_top, row_tokens = ops.top_k(logits, k=per_row)
-        row_log_probs = row_top - ops.logsumexp(logits, axis=-1, keepdims=True)
-        row_tokens = ops.cast(row_tokens, "int32")
+        if logits.shape[-1] is None:
+            per_row = width
+            row_top, row_tokens = ops.top_k(logits, k=per_row)
+            row_max = row_top[:, :1]
+        else:
+            per_row = min(width, logits.shape[-1])
+            row_top, row_tokens, row_max = _row_top_k(logits, per_row)
+        log_normalizer = row_max + ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
+        row_log_probs = ops.reshape(row_top - log_normalizer, (batch_size, width, per_row))
+        row_tokens = ops.reshape(ops.cast(row_tokens, "int32"), (batch_size, width, per_row))
         # An ended hypothesis has one candidate: `end_id`, at no cost.
         first = ops.arange(per_row) == 0
         row_log_probs = ops.where(ops.expand_dims(finished, -1), ops.where(first, 0.0, _NEG), row_log_probs)
