@@ -36,13 +36,15 @@ def _time_limit(minutes):
 def fit(model, train_data, validation_data, config, run_dir):
     """Trains with `model.fit`, logging to TensorBoard and keeping the best weights.
 
-    The weights with the lowest validation loss are saved under
+    The weights with the best `config.monitor` value (the lowest validation
+    loss by default; the highest accuracy for an accuracy) are saved under
     `run_dir/checkpoints/` and restored into the model before returning the
     Keras history, with `batches_seen`, the training steps run.
     """
     import keras
 
     run_dir = Path(run_dir)
+    mode = "min" if config.monitor.endswith("loss") else "max"
     best = run_dir / "checkpoints" / "best.weights.h5"
     best.parent.mkdir(parents=True, exist_ok=True)
     counter = keras.callbacks.LambdaCallback(
@@ -52,7 +54,7 @@ def fit(model, train_data, validation_data, config, run_dir):
     callbacks = [
         counter,
         keras.callbacks.ModelCheckpoint(
-            str(best), monitor="val_loss", save_best_only=True, save_weights_only=True
+            str(best), monitor=config.monitor, mode=mode, save_best_only=True, save_weights_only=True
         ),
         keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs")),
     ]
@@ -60,7 +62,9 @@ def fit(model, train_data, validation_data, config, run_dir):
         callbacks.append(_time_limit(config.max_minutes))
     if config.early_stopping_patience is not None:
         callbacks.append(
-            keras.callbacks.EarlyStopping(monitor="val_loss", patience=config.early_stopping_patience)
+            keras.callbacks.EarlyStopping(
+                monitor=config.monitor, mode=mode, patience=config.early_stopping_patience
+            )
         )
     history = model.fit(
         train_data,
@@ -70,7 +74,7 @@ def fit(model, train_data, validation_data, config, run_dir):
         shuffle=False,  # the datasets shuffle themselves
         verbose=2,
     )
-    if best.exists():  # absent only when no epoch had a finite validation loss
+    if best.exists():  # absent only when no epoch had a finite monitored value
         model.load_weights(str(best))
     history.batches_seen = counter.count
     return history

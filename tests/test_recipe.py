@@ -114,6 +114,11 @@ def test_builtin_recipes_load(name, path):
         ("task: sentiment\ndata:\n  format: lines\n  path: x\n", "data.labels: required for the 'lines' format"),
         ("task: sentiment\ndata:\n  format: xml\n", "data.format: expected one of csv, tsv, folders, lines; got 'xml'"),
         ("task: ner\n", "x.yaml: data.path: required: the CoNLL training file"),
+        (
+            "task: toy\ntraining:\n  monitor: val_accuracy\n",
+            "x.yaml: training.monitor: expected one of val_loss, val_token_accuracy for task toy; "
+            "got 'val_accuracy' (line 3)",
+        ),
         ("task: ner\ndata:\n  path: x\n  scheme: iobes\n", "data.scheme: expected one of iob1, iob2; got 'iobes' (line 4)"),
         ("task: ner\ndata:\n  path: x\nmodel:\n  output: hmm\n", "model.output: expected one of crf, softmax; got 'hmm'"),
         ("task: toy\nname: ../escape\n", "x.yaml: name: expected letters, digits"),

@@ -34,3 +34,25 @@ def test_without_a_budget_every_epoch_runs_and_batches_are_counted(tmp_path):
     history = fit(_model(), _data(5), _data(2), config, tmp_path)
     assert len(history.history["loss"]) == 3
     assert history.batches_seen == 15
+
+
+def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(tmp_path):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = (x[:, 0] + 0.8 * rng.normal(size=64) > 0).astype("int32")
+    train = tf.data.Dataset.from_tensor_slices((x[:48], y[:48])).batch(8)
+    validation = tf.data.Dataset.from_tensor_slices((x[48:], y[48:])).batch(16)
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.5),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    config = dataclasses.replace(TrainingConfig(), epochs=8, monitor="val_accuracy")
+    history = fit(model, train, validation, config, tmp_path)
+    restored = model.evaluate(validation, verbose=0, return_dict=True)["accuracy"]
+    assert len(set(history.history["val_accuracy"])) > 1  # a wrong choice would show
+    assert restored == max(history.history["val_accuracy"])

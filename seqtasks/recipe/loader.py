@@ -205,6 +205,11 @@ def _build_recipe(raw, sources):
         if raw.get(name) is None:
             raw[name] = {}  # so the section's defaults are checked too
     recipe = _build(Recipe, raw, "", sources, types)
+    if recipe.training.monitor not in spec_of_task.monitors:
+        raise sources.error(
+            "training.monitor",
+            f"expected one of {', '.join(spec_of_task.monitors)} for task {task}; got {recipe.training.monitor!r}",
+        )
     if not _NAME_PATTERN.match(recipe.name):
         raise sources.error(
             "name", f"expected letters, digits, '.', '_' or '-' (a folder name); got {recipe.name!r}"

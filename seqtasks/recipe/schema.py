@@ -124,7 +124,12 @@ class TrainingConfig:
     learning_rate: float = spec(1e-3, "Learning rate.", min=1e-12)
     clipnorm: Optional[float] = spec(5.0, "Gradient norm clipping (null: none).", min=1e-12)
     early_stopping_patience: Optional[int] = spec(
-        None, "Epochs without a better validation loss before stopping (null: never).", min=1
+        None, "Epochs without a better `monitor` value before stopping (null: never).", min=1
+    )
+    monitor: str = spec(
+        "val_loss",
+        "Validation metric that picks the best checkpoint and drives early stopping: val_loss, "
+        "or an accuracy the task reports (val_token_accuracy for translation, val_accuracy for sentiment).",
     )
     max_minutes: Optional[float] = spec(
         None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01

@@ -24,6 +24,8 @@ class Task:
     data_config: type
     model_config: type
     runner: str
+    # Validation metrics `training.monitor` may name.
+    monitors: tuple = ("val_loss",)
 
     def load_runner(self):
         import importlib
@@ -41,6 +43,7 @@ TASKS = {
             data_config=ToyDataConfig,
             model_config=Seq2SeqModelConfig,
             runner="seqtasks.tasks.toy:run",
+            monitors=("val_loss", "val_token_accuracy"),
         ),
         Task(
             name="translation",
@@ -48,6 +51,7 @@ TASKS = {
             data_config=TranslationDataConfig,
             model_config=Seq2SeqModelConfig,
             runner="seqtasks.tasks.translation:run",
+            monitors=("val_loss", "val_token_accuracy"),
         ),
         Task(
             name="sentiment",
@@ -55,6 +59,7 @@ TASKS = {
             data_config=TextClassificationDataConfig,
             model_config=TextClassifierModelConfig,
             runner="seqtasks.tasks.sentiment:run",
+            monitors=("val_loss", "val_accuracy"),
         ),
         Task(
             name="ner",
