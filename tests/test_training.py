@@ -40,14 +40,14 @@ def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(tmp_path):
     import tensorflow as tf
 
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(64, 4)).astype("float32")
-    y = (x[:, 0] + 0.8 * rng.normal(size=64) > 0).astype("int32")
-    train = tf.data.Dataset.from_tensor_slices((x[:48], y[:48])).batch(8)
-    validation = tf.data.Dataset.from_tensor_slices((x[48:], y[48:])).batch(16)
+    x = rng.normal(size=(400, 4)).astype("float32")
+    y = (x[:, 0] + x[:, 1] + rng.normal(size=400) > 0).astype("int32")
+    train = tf.data.Dataset.from_tensor_slices((x[:200], y[:200])).batch(20)
+    validation = tf.data.Dataset.from_tensor_slices((x[200:], y[200:])).batch(100)
     keras.utils.set_random_seed(3)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(
-        optimizer=keras.optimizers.SGD(0.5),
+        optimizer=keras.optimizers.SGD(0.02),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     )
