@@ -119,7 +119,10 @@ def read_labelled_texts(config, path):
 
 
 def split_examples(examples, validation_size, seed):
-    """A seeded shuffle, then `validation_size` examples for validation and the rest for training."""
+    """A seeded shuffle, then `validation_size` examples for validation and the rest for training.
+
+    Examples are anything: labelled texts here, tagged sentences for NER.
+    """
     if validation_size >= len(examples):
         raise SeqtasksError(
             f"data.validation_size ({validation_size}) leaves no training examples out of {len(examples)}"

@@ -1,6 +1,5 @@
 """Named-entity recognition: word, character and casing features -> bidirectional RNN -> CRF; seqeval F1."""
 
-import random
 import time
 
 import numpy as np
@@ -10,7 +9,7 @@ _BUCKETS = [8, 16, 24, 32, 48, 64, 96, 128]
 
 def _load(recipe):
     from seqtasks.data.conll import read_conll
-    from seqtasks.errors import SeqtasksError
+    from seqtasks.data.labelled_text import split_examples
 
     config = recipe.data
 
@@ -20,13 +19,7 @@ def _load(recipe):
     train = read(config.path)
     if config.validation_path:
         return train, read(config.validation_path)
-    if config.validation_size >= len(train):
-        raise SeqtasksError(
-            f"data.validation_size ({config.validation_size}) leaves no training sentences out of {len(train)}"
-        )
-    shuffled = list(train)
-    random.Random(recipe.seed).shuffle(shuffled)
-    return shuffled[config.validation_size :], shuffled[: config.validation_size]
+    return split_examples(train, config.validation_size, recipe.seed)
 
 
 def tag_vocabulary(config, train, validation):
