@@ -46,3 +46,34 @@ def save_confusion_matrix(confusion, names, path):
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def save_attention_overlay(image, weights, words, path, columns=5):
+    """Saves the image once per word with that word's attention grid laid over it.
+
+    `image` `(height, width, 3)` uint8; `weights` `(len(words), grid_h, grid_w)`,
+    stretched over the whole image (brighter: more attention).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = len(words) + 1
+    rows = -(-panels // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows), squeeze=False)
+    extent = (0, image.shape[1], image.shape[0], 0)
+    for index, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if index >= panels:
+            continue
+        ax.imshow(image, extent=extent)
+        if index == 0:
+            ax.set_title("image", fontsize=9)
+            continue
+        grid = weights[index - 1]
+        ax.imshow(grid / max(float(grid.max()), 1e-9), cmap="gray", alpha=0.65, extent=extent, interpolation="bilinear")
+        ax.set_title(words[index - 1], fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)

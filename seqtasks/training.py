@@ -104,7 +104,8 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
     strategy = make_strategy(recipe.distribute)
     with strategy.scope():
         model = make_model()
-        model.build()
+        if not model.built:
+            model.build()
         compile_model(model)
     started = time.time()
     history = fit(model, train_data, validation_data, recipe.training, run_dir)

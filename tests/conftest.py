@@ -42,10 +42,11 @@ def run_recipe(recipe, output_dir, *overrides):
 
 
 _SERVE = """
-import json, sys
+import base64, json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 - registers the tokenizer ops
 serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+input_name, binary = sys.argv[2], sys.argv[3] == "binary"
 
 
 def text(x):
@@ -54,7 +55,13 @@ def text(x):
 
 out = {}
 for name, batch in json.loads(sys.stdin.read()).items():
-    result = serve(text=tf.constant(batch, dtype=tf.string))
+    if binary:
+        batch = [base64.b64decode(item) for item in batch]
+    try:
+        result = serve(**{input_name: tf.constant(batch, dtype=tf.string)})
+    except tf.errors.InvalidArgumentError as error:
+        out[name] = {"error": error.message}
+        continue
     out[name] = {
         key: {
             "shape": list(value.shape),
@@ -68,14 +75,21 @@ print(json.dumps(out))
 """
 
 
-def serve_in_tensorflow_only(export_dir, batches):
+def serve_in_tensorflow_only(export_dir, batches, input_name="text"):
     """Runs `serving_default` of a SavedModel in a fresh process importing only TensorFlow (and tensorflow_text).
 
-    `batches` maps names to lists of input strings. Returns, per name and
-    output key, `{"shape", "dtype", "value"}` with strings decoded.
+    `batches` maps names to lists of input strings, or of bytes (sent as
+    such), in one process one after the other. Returns, per name and output
+    key, `{"shape", "dtype", "value"}` with strings decoded; for a batch the
+    model refused, `{"error": message}`.
     """
+    import base64
+
+    binary = any(isinstance(item, bytes) for batch in batches.values() for item in batch)
+    if binary:
+        batches = {name: [base64.b64encode(item).decode() for item in batch] for name, batch in batches.items()}
     result = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(export_dir)],
+        [sys.executable, "-c", _SERVE, str(export_dir), input_name, "binary" if binary else "text"],
         input=json.dumps(batches),
         capture_output=True,
         text=True,

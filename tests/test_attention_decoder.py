@@ -16,6 +16,8 @@ CONFIGS = [
     {"units": 10, "num_layers": 2, "attention": "luong", "score": "concat", "output_size": 6},
     {"units": 10, "input_feeding": False, "attention": "bahdanau", "num_layers": 2},
     {"units": 10, "input_feeding": False, "cell_type": "gru", "score": "general", "scale": True},
+    {"units": 10, "attention": "bahdanau", "gate": True},
+    {"units": 10, "input_feeding": False, "attention": "bahdanau", "gate": True},
 ]
 
 
@@ -130,7 +132,31 @@ def test_invalid_arguments_are_clear_errors(kwargs, message):
         AttentionDecoder(**kwargs)
 
 
-@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3]])
+def test_gate_scales_the_context_by_a_sigmoid_of_the_query():
+    decoder = AttentionDecoder(units=6, attention="bahdanau", gate=True, input_feeding=False)
+    decoder(TARGET, MEMORY)
+    gate = decoder.gate_dense
+    gate.kernel.assign(np.zeros((6, 1), "float32"))
+    gate.bias.assign(np.array([-1e4], "float32"))  # β = 0: the output sees no context
+    cache = decoder.prepare_memory(MEMORY)
+    state = decoder.get_initial_state(3)
+    output, _, _ = decoder.step(TARGET[:, 0], state, cache)
+    other_memory = decoder.prepare_memory(MEMORY * 3.0)
+    other, _, _ = decoder.step(TARGET[:, 0], state, other_memory)
+    np.testing.assert_allclose(np.array(output), np.array(other), atol=1e-6)
+    gate.bias.assign(np.array([1e4], "float32"))  # β = 1: the ungated context
+    plain = AttentionDecoder(units=6, attention="bahdanau", input_feeding=False)
+    plain(TARGET, MEMORY)
+    for name in ("attention_layer", "output_dense"):
+        for source, target in zip(getattr(decoder, name).weights, getattr(plain, name).weights):
+            target.assign(source)
+    plain.rnn_layers[0].set_weights(decoder.rnn_layers[0].get_weights())
+    expected, _, _ = plain.step(TARGET[:, 0], plain.get_initial_state(3), plain.prepare_memory(MEMORY))
+    output, _, _ = decoder.step(TARGET[:, 0], state, cache)
+    np.testing.assert_allclose(np.array(output), np.array(expected), atol=1e-6)
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[6]])
 def test_layer_contract(config, tmp_path):
     initial_state = [[RNG.normal(size=(3, config["units"])).astype("float32")] * 2] * config.get(
         "num_layers", 1

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqtasks.data.image_features import image_features, load_backbone, read_image
+from seqtasks.data.image_features import FrozenBackbone, image_features, load_backbone, read_image
 from seqtasks.errors import SeqtasksError
 
 
@@ -30,18 +30,19 @@ def images(tmp_path):
 
 def test_features_are_grids_per_image_and_come_from_the_cache_the_second_time(backbone_file, images, tmp_path):
     messages = []
-    features = image_features(backbone_file, images, tmp_path / "cache", batch_size=2, log=messages.append)
+    backbone = FrozenBackbone.from_file(backbone_file)
+    features = image_features(backbone, images, tmp_path / "cache", batch_size=2, log=messages.append)
     assert features.shape == (3, 16, 4) and features.dtype == np.float16
     assert messages == ["Image features: 2/3", "Image features: 3/3"]
     model = load_backbone(backbone_file)
     alone = model(tf.expand_dims(read_image(images[1], 32), 0), training=False).numpy().reshape(16, 4)
     np.testing.assert_allclose(features[1], alone, rtol=1e-2, atol=1e-3)  # float16 storage
 
-    again = image_features(backbone_file, images, tmp_path / "cache", log=messages.append)
-    assert len(messages) == 2  # nothing recomputed
+    again = image_features(backbone, images, tmp_path / "cache", log=messages.append)
+    assert len(messages) == 3 and messages[2].startswith("Image features: 3 from the cache")
     np.testing.assert_array_equal(again, features)
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 1
-    image_features(backbone_file, images[:2], tmp_path / "cache", log=messages.append)
+    image_features(backbone, images[:2], tmp_path / "cache", log=messages.append)
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # another image list, another cache file
 
 
@@ -49,7 +50,7 @@ def test_bad_images_and_models_are_named(backbone_file, tmp_path):
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"\xff\xd8 not really a jpeg")
     with pytest.raises(SeqtasksError, match=r"broken.jpg: not a readable image \(JPEG, PNG, GIF or BMP\)"):
-        image_features(backbone_file, [broken], tmp_path / "cache")
+        image_features(FrozenBackbone.from_file(backbone_file), [broken], tmp_path / "cache")
     with pytest.raises(SeqtasksError, match=r"absent.jpg: no such image file"):
         read_image(tmp_path / "absent.jpg", 32)
     with pytest.raises(SeqtasksError, match=r"absent.keras: no such model file"):
@@ -58,3 +59,14 @@ def test_bad_images_and_models_are_named(backbone_file, tmp_path):
     keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)]).save(flat)
     with pytest.raises(SeqtasksError, match=r"flat.keras: expected an output feature map \(batch, H, W, C\)"):
         load_backbone(flat)
+
+
+def test_keras_applications_backbones_give_grids_with_their_own_preprocessing(images, tmp_path):
+    backbone = FrozenBackbone.from_application("MobileNetV2", "none", 64)
+    assert backbone.identity == "application:MobileNetV2:none"
+    pixels = np.full((1, 64, 64, 3), 255.0, "float32")
+    expected = backbone.model(keras.applications.mobilenet_v2.preprocess_input(pixels.copy()), training=False)
+    np.testing.assert_allclose(np.asarray(backbone(pixels)), np.asarray(expected).reshape(1, 4, 1280), rtol=1e-5)
+    assert image_features(backbone, images[:1], tmp_path / "cache", log=lambda _: None).shape == (1, 4, 1280)
+    with pytest.raises(SeqtasksError, match=r"expected a keras.applications model \(.*ResNet50.*\); got 'ResNet5'"):
+        FrozenBackbone.from_application("ResNet5", "none", 64)

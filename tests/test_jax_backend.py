@@ -18,6 +18,7 @@ LAYER_TESTS = [
     "tests/test_crf.py",
     "tests/test_greedy_search.py",
     "tests/test_beam_search.py",
+    "tests/test_image_captioner.py",
 ]
 
 

@@ -2,7 +2,8 @@
 
 Captioning trains on the grids, not the pixels, so the backbone runs once per
 image set: the features go to `<cache_dir>/<key>.npy`, where the key hashes
-the backbone file, the input size and the image list, and later runs load them.
+the backbone (its file or its name and weights), the input size and the image
+list, and later runs load them.
 """
 
 import hashlib
@@ -37,41 +38,129 @@ def read_image(path, size):
     import tensorflow as tf
 
     try:
-        data = tf.io.read_file(str(path))
-        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        return _decode(tf.io.read_file(str(path)), size)
     except tf.errors.NotFoundError:
         raise SeqtasksError(f"{path}: no such image file") from None
     except tf.errors.InvalidArgumentError:
         raise SeqtasksError(f"{path}: not a readable image (JPEG, PNG, GIF or BMP)") from None
+
+
+# keras.applications models whose preprocessing is not inside the model: the module holding it.
+# (EfficientNet, ConvNeXt and MobileNetV3 take 0..255 pixels themselves.)
+_PREPROCESSING_MODULES = {
+    "ResNet": "resnet", "VGG16": "vgg16", "VGG19": "vgg19", "InceptionV3": "inception_v3",
+    "InceptionResNetV2": "inception_resnet_v2", "Xception": "xception", "MobileNetV2": "mobilenet_v2",
+    "MobileNet": "mobilenet", "DenseNet": "densenet", "NASNet": "nasnet",
+}
+
+
+def _application_preprocessing(name):
+    import keras
+
+    if name.startswith("ResNet") and name.endswith("V2"):
+        return keras.applications.resnet_v2.preprocess_input
+    for prefix, module in _PREPROCESSING_MODULES.items():
+        if name.startswith(prefix) and not name.startswith("MobileNetV3"):
+            return getattr(keras.applications, module).preprocess_input
+    return None
+
+
+class FrozenBackbone:
+    """A frozen image model: `(batch, size, size, 3)` RGB in 0..255 -> grids `(batch, H * W, C)`.
+
+    `identity` names the model and its weights for the feature cache's key.
+    """
+
+    def __init__(self, model, size, identity, preprocess=None):
+        self.model = model
+        self.size = size
+        self.identity = identity
+        self.preprocess = preprocess
+
+    @classmethod
+    def from_file(cls, path):
+        model = load_backbone(path)
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return cls(model, model.input.shape[1], f"file:{digest.hexdigest()}")
+
+    @classmethod
+    def from_application(cls, name, weights, size):
+        """A `keras.applications` model without its classifier; ImageNet weights come from Keras' cache or download."""
+        import keras
+
+        names = sorted(n for n in dir(keras.applications) if n[:1].isupper())
+        if name not in names:
+            raise SeqtasksError(f"model.backbone.name: expected a keras.applications model ({', '.join(names)}); got {name!r}")
+        try:
+            model = getattr(keras.applications, name)(
+                include_top=False, weights=None if weights == "none" else weights, input_shape=(size, size, 3)
+            )
+        except ValueError as error:
+            raise SeqtasksError(f"model.backbone: {name} cannot be built: {error}") from None
+        except Exception as error:  # a failed weights download raises several types
+            raise SeqtasksError(f"model.backbone: {name} weights {weights!r} unavailable: {error}") from None
+        return cls(model, size, f"application:{name}:{weights}", _application_preprocessing(name))
+
+    def __call__(self, images):
+        """Grids `(batch, H * W, C)` of float images `(batch, size, size, 3)` in 0..255."""
+        from keras import ops
+
+        if self.preprocess is not None:
+            images = self.preprocess(images)
+        grid = self.model(images, training=False)
+        shape = ops.shape(grid)
+        return ops.reshape(grid, (shape[0], shape[1] * shape[2], shape[3]))
+
+
+def _decode(data, size):
+    import tensorflow as tf
+
+    image = tf.io.decode_image(data, channels=3, expand_animations=False)
     return tf.image.resize(tf.cast(image, tf.float32), (size, size))
 
 
-def _cache_key(backbone_path, size, image_paths):
+def _cache_key(backbone, image_paths):
     digest = hashlib.sha256()
-    with open(backbone_path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    digest.update(f"{size}\n".encode())
+    digest.update(f"{backbone.identity}\n{backbone.size}\n".encode())
     for path in image_paths:
         digest.update(f"{Path(path).name}\n".encode())
     return digest.hexdigest()[:20]
 
 
-def image_features(backbone_path, image_paths, cache_dir, batch_size=32, log=print):
-    """Feature grids `(len(image_paths), H * W, C)` float16, from the cache when it has them."""
+def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
+    """Feature grids `(len(image_paths), H * W, C)` float16 of a `FrozenBackbone`, from the cache when it has them."""
     import tensorflow as tf
 
-    backbone = load_backbone(backbone_path)
-    size = backbone.input.shape[1]
-    cache = Path(cache_dir) / f"features-{_cache_key(backbone_path, size, image_paths)}.npy"
+    cache = Path(cache_dir) / f"features-{_cache_key(backbone, image_paths)}.npy"
     if cache.exists():
-        return np.load(cache, mmap_mode="r")
-    batches = []
-    for start in range(0, len(image_paths), batch_size):
-        images = tf.stack([read_image(path, size) for path in image_paths[start : start + batch_size]])
-        grid = backbone(images, training=False)
-        batches.append(np.asarray(tf.reshape(grid, (grid.shape[0], -1, grid.shape[-1])), np.float16))
-        log(f"Image features: {min(start + batch_size, len(image_paths))}/{len(image_paths)}")
+        log(f"Image features: {len(image_paths)} from the cache {cache}")
+        return np.load(cache)
+    paths = [str(path) for path in image_paths]
+    for path in paths:
+        if not Path(path).is_file():
+            raise SeqtasksError(f"{path}: no such image file")
+    # Decoding runs in parallel in tf.data and the backbone in one traced
+    # function; a file that does not decode is named by reading it alone.
+    data = tf.data.Dataset.from_tensor_slices(paths).map(
+        lambda path: _decode(tf.io.read_file(path), backbone.size), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    data = data.batch(batch_size).prefetch(2)
+    grid_of = tf.function(backbone.__call__, reduce_retracing=True)
+    batches, done = [], 0
+    iterator = iter(data)
+    while done < len(paths):
+        try:
+            images = next(iterator)
+        except tf.errors.InvalidArgumentError:
+            for path in paths[done : done + batch_size]:
+                read_image(path, backbone.size)
+            raise
+        batches.append(np.asarray(grid_of(images), np.float16))
+        done += len(images)
+        log(f"Image features: {done}/{len(paths)}")
     features = np.concatenate(batches) if batches else np.zeros((0, 0, 0), np.float16)
     cache.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=cache.parent, suffix=".npy.tmp")

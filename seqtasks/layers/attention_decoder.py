@@ -22,6 +22,9 @@ class AttentionDecoder(keras.layers.Layer):
        state `h_t`;
     3. attends over the memory (the encoder outputs) with `h_t` as the query,
        giving the context `c_t` (Bahdanau or Luong score);
+    3b. with `gate=True`, scales the context by `β_t = σ(w·h_t + b)`, the
+       gating scalar of Show, Attend and Tell, so the decoder can lean on
+       its language state rather than the memory (e.g. for "a" or "of");
     4. returns the attentional vector `h̃_t = tanh(W_c [h_t; c_t])`
        (dropout applied when training), which the caller projects onto the
        vocabulary.
@@ -48,6 +51,8 @@ class AttentionDecoder(keras.layers.Layer):
         input_feeding: bool, whether `h̃_{t-1}` is fed into step `t`.
         output_size: int, size of the attentional vector `h̃`. Defaults to
             `units`.
+        gate: bool, whether the context is scaled by a learned gating scalar
+            computed from the query state (Xu et al. 2015, section 4.2.1).
         dropout: float, dropout rate between recurrent layers and on `h̃`.
         seed: optional int, seed of the dropout masks.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
@@ -87,6 +92,7 @@ class AttentionDecoder(keras.layers.Layer):
         Luong, Pham & Manning, "Effective Approaches to Attention-based Neural
         Machine Translation", EMNLP 2015 (input feeding, attentional vector).
         Bahdanau, Cho & Bengio, ICLR 2015 (additive attention).
+        Xu et al., "Show, Attend and Tell", ICML 2015 (gating scalar).
     """
 
     def __init__(
@@ -101,6 +107,7 @@ class AttentionDecoder(keras.layers.Layer):
         scale=False,
         input_feeding=True,
         output_size=None,
+        gate=False,
         dropout=0.0,
         seed=None,
         **kwargs,
@@ -126,6 +133,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.scale = bool(scale)
         self.input_feeding = bool(input_feeding)
         self.output_size = output_size
+        self.gate = bool(gate)
         self.dropout = float(dropout)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
@@ -173,6 +181,12 @@ class AttentionDecoder(keras.layers.Layer):
                 name="attention",
             )
         self.attention_layer.build((None, self.units), memory_shape)
+        self.gate_dense = None
+        if self.gate:
+            self.gate_dense = keras.layers.Dense(
+                1, activation="sigmoid", dtype=self.dtype_policy, name="context_gate"
+            )
+            self.gate_dense.build((None, self.units))
         self.output_dense = keras.layers.Dense(
             self.attentional_size,
             activation="tanh",
@@ -268,13 +282,19 @@ class AttentionDecoder(keras.layers.Layer):
             if not isinstance(layer_new_state, (list, tuple)):
                 layer_new_state = [layer_new_state]
             new_state.extend(layer_new_state)
-        context, weights = self.attention_layer.attend(x, keys, memory, memory_mask)
+        context, weights = self._attend(x, keys, memory, memory_mask)
         output = self.output_dense(ops.concatenate([x, context], axis=-1))
         if dropout_masks is not None:
             output = output * dropout_masks[-1]
         if self.input_feeding:
             new_state.append(output)
         return output, new_state, weights
+
+    def _attend(self, query, keys, memory, memory_mask):
+        context, weights = self.attention_layer.attend(query, keys, memory, memory_mask)
+        if self.gate_dense is not None:
+            context = context * self.gate_dense(query)
+        return context, weights
 
     def _dropout_masks(self, time_steps, batch_size, training):
         """Per-step dropout masks drawn before the scan, one per dropout site."""
@@ -354,7 +374,7 @@ class AttentionDecoder(keras.layers.Layer):
             x, *_ = self.rnn_layers[index](
                 x, initial_state=layer_state, mask=inputs_mask, training=training
             )
-        context, weights = self.attention_layer.attend(x, keys, memory, memory_mask)
+        context, weights = self._attend(x, keys, memory, memory_mask)
         outputs = self.output_dense(ops.concatenate([x, context], axis=-1))
         if training and self.dropout > 0.0:
             outputs = keras.random.dropout(outputs, self.dropout, seed=self.seed_generator)
@@ -377,6 +397,7 @@ class AttentionDecoder(keras.layers.Layer):
                 "scale": self.scale,
                 "input_feeding": self.input_feeding,
                 "output_size": self.output_size,
+                "gate": self.gate,
                 "dropout": self.dropout,
                 "seed": self.seed,
             }

@@ -260,8 +260,12 @@ def _convert(hint, value, dotted, metadata, sources):
             raise sources.error(dotted, f"expected one of {', '.join(map(str, args))}; got {value!r}")
         return value
     if origin is list:
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise sources.error(dotted, f"expected a list of strings; got {_describe(value)}")
+        item_type = args[0] if args else str
+        if not isinstance(value, list) or not all(
+            isinstance(item, item_type) and not (item_type is int and isinstance(item, bool)) for item in value
+        ):
+            kind = "integers" if item_type is int else "strings"
+            raise sources.error(dotted, f"expected a list of {kind}; got {_describe(value)}")
         return list(value)
     if hint is bool:
         if not isinstance(value, bool):

@@ -7,6 +7,8 @@ imported only when the task runs, so reading recipes never imports TensorFlow.
 from dataclasses import dataclass
 
 from seqtasks.recipe.schema import (
+    CaptionerModelConfig,
+    CaptioningDataConfig,
     Seq2SeqModelConfig,
     TaggerModelConfig,
     TaggingDataConfig,
@@ -67,6 +69,14 @@ TASKS = {
             data_config=TaggingDataConfig,
             model_config=TaggerModelConfig,
             runner="seqtasks.tasks.ner:run",
+        ),
+        Task(
+            name="captioning",
+            description="Caption images with an attention decoder over a CNN feature grid (Show, Attend and Tell); BLEU-1..4.",
+            data_config=CaptioningDataConfig,
+            model_config=CaptionerModelConfig,
+            runner="seqtasks.tasks.captioning:run",
+            monitors=("val_loss", "val_token_accuracy"),
         ),
     ]
 }

@@ -1,0 +1,206 @@
+import keras
+from keras import ops
+
+from seqtasks.layers import AttentionDecoder
+
+PAD_ID = 0
+
+
+@keras.saving.register_keras_serializable(package="seqtasks")
+class ImageCaptioner(keras.Model):
+    """Show, Attend and Tell: an attention decoder writing captions over an image's feature grid.
+
+    The image is a grid of `L = H * W` feature vectors (the annotation
+    vectors `a_i`): either computed beforehand by a frozen backbone and given
+    as `(batch, L, C)` features, or computed here by a small CNN trained with
+    the captioner (`image_encoder`, for data without a pretrained backbone).
+    The decoder's initial state is a tanh projection of the mean feature; at
+    every step an `AttentionDecoder` attends over the `L` locations (Bahdanau
+    attention, optionally gated by `β_t`), and a dense layer gives the word
+    logits. While training, the doubly stochastic attention penalty
+    `λ · mean_i (1 - Σ_t α_ti)²` (over real caption steps) is added as a model
+    loss, pushing the decoder to look at every part of the image over the
+    caption.
+
+    Args:
+        vocab_size: int, caption vocabulary size (id 0 is padding).
+        embedding_dim: int, size of the word embeddings.
+        decoder: dict of `AttentionDecoder` arguments.
+        image_encoder: optional list of ints, the filters of a small CNN
+            (3x3 convolution, ReLU, 2x2 max pooling per entry) that turns
+            `(batch, height, width, 3)` images in 0..255 into the grid. `None`:
+            the inputs are feature grids.
+        feature_dropout: float, dropout on the grid features while training.
+        attention_penalty: float, `λ` of the doubly stochastic penalty.
+        **kwargs: other keyword arguments of `keras.Model`.
+
+    Call arguments:
+        inputs: a tuple `(images, target_input_ids)`: the feature grids
+            `(batch, L, C)` (or images with `image_encoder`) and the caption
+            ids `(batch, T)`, starting with the start token (teacher forcing).
+        training: bool.
+
+    Returns:
+        Logits `(batch, T, vocab_size)` carrying the caption padding mask.
+
+    For decoding, `encode(images)` returns the attention cache and initial
+    state and `decode_step(ids, state, cache)` the next logits, state and
+    attention weights `(batch, L)`; `attention(images, target_input_ids)`
+    gives the weights `(batch, T, L)` used while reading a caption.
+
+    Example:
+
+    >>> import numpy as np
+    >>> model = ImageCaptioner(vocab_size=50, embedding_dim=8, decoder={"units": 16, "attention": "bahdanau"})
+    >>> grid = np.random.rand(2, 49, 32).astype("float32")
+    >>> tuple(model((grid, np.array([[2, 5, 6], [2, 7, 0]]))).shape)
+    (2, 3, 50)
+
+    References:
+        Xu et al., "Show, Attend and Tell: Neural Image Caption Generation
+        with Visual Attention", ICML 2015.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_dim=256,
+        decoder=None,
+        image_encoder=None,
+        feature_dropout=0.0,
+        attention_penalty=1.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if image_encoder is not None and (
+            not isinstance(image_encoder, (list, tuple)) or not image_encoder
+            or not all(isinstance(f, int) and f > 0 for f in image_encoder)
+        ):
+            raise ValueError(
+                f"Expected image_encoder to be None or a list of positive filter counts. "
+                f"Received: image_encoder={image_encoder!r}"
+            )
+        if not 0.0 <= feature_dropout < 1.0:
+            raise ValueError(f"Expected feature_dropout in [0, 1). Received: feature_dropout={feature_dropout}")
+        if attention_penalty < 0.0:
+            raise ValueError(f"Expected attention_penalty >= 0. Received: attention_penalty={attention_penalty}")
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.decoder = dict(decoder or {"units": 64, "attention": "bahdanau"})
+        self.image_encoder = None if image_encoder is None else list(image_encoder)
+        self.feature_dropout = float(feature_dropout)
+        self.attention_penalty = float(attention_penalty)
+        self.cnn_layers = []
+        for index, filters in enumerate(self.image_encoder or []):
+            self.cnn_layers += [
+                keras.layers.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv_{index}"),
+                keras.layers.MaxPooling2D(2, name=f"pool_{index}"),
+            ]
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, name="embedding")
+        self.decoder_layer = AttentionDecoder(**self.decoder, name="decoder")
+        per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
+        self.init_state_dense = keras.layers.Dense(
+            self.decoder_layer.units * per_layer * self.decoder_layer.num_layers,
+            activation="tanh",
+            name="init_state",
+        )
+        self.dropout_layer = keras.layers.Dropout(self.feature_dropout, name="feature_dropout")
+        self.output_dense = keras.layers.Dense(vocab_size, name="logits")
+
+    def build(self, input_shape=None):
+        if input_shape is None:
+            raise ValueError(
+                "ImageCaptioner needs its input shapes to build: call it on a batch or "
+                "call `build(((None, L, C), (None, None)))`."
+            )
+        image_shape = tuple(input_shape[0])
+        if self.cnn_layers:
+            shape = image_shape
+            for layer in self.cnn_layers:
+                if not layer.built:  # `grid` may have run them before the model was built
+                    layer.build(shape)
+                shape = layer.compute_output_shape(shape)
+            feature_dim = shape[-1]
+        else:
+            feature_dim = image_shape[-1]
+        self.embedding.build((None, None))
+        self.decoder_layer.build((None, None, self.embedding_dim), (None, None, feature_dim))
+        self.init_state_dense.build((None, feature_dim))
+        self.output_dense.build((None, None, self.decoder_layer.attentional_size))
+        self.built = True
+
+    def grid(self, images, training=None):
+        """The feature grid `(batch, L, C)` float, from features or through the CNN."""
+        x = ops.cast(images, self.compute_dtype)
+        if self.cnn_layers:
+            x = x / 255.0
+            for layer in self.cnn_layers:
+                x = layer(x)
+            shape = ops.shape(x)
+            x = ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
+        return self.dropout_layer(x, training=training)
+
+    def _initial_state(self, grid):
+        projected = self.init_state_dense(ops.mean(grid, axis=1))
+        units = self.decoder_layer.units
+        per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
+        pieces = [projected[:, i * units : (i + 1) * units] for i in range(per_layer * self.decoder_layer.num_layers)]
+        return [pieces[i * per_layer : (i + 1) * per_layer] for i in range(self.decoder_layer.num_layers)]
+
+    def _decode_sequence(self, images, target_ids, training):
+        grid = self.grid(images, training=training)
+        return self.decoder_layer(
+            self.embedding(target_ids),
+            grid,
+            initial_state=self._initial_state(grid),
+            training=training,
+            return_attention=True,
+        )
+
+    def call(self, inputs, training=None):
+        images, target_ids = inputs
+        outputs, weights = self._decode_sequence(images, target_ids, training)
+        if training and self.attention_penalty > 0.0:
+            self.add_loss(self.attention_penalty * attention_coverage_penalty(weights, target_ids))
+        return self.output_dense(outputs)
+
+    def attention(self, images, target_input_ids):
+        """Attention weights `(batch, T, L)` while reading the given captions (inference mode)."""
+        return self._decode_sequence(images, target_input_ids, False)[1]
+
+    def encode(self, images):
+        """Returns `(cache, state)` for `decode_step`, in inference mode."""
+        grid = self.grid(images, training=False)
+        cache = self.decoder_layer.prepare_memory(grid)
+        state = self.decoder_layer.get_initial_state(ops.shape(grid)[0], self._initial_state(grid))
+        return cache, state
+
+    def decode_step(self, ids, state, cache):
+        """One step from the previous ids `(batch,)`: `(logits, state, weights)`."""
+        embedded = ops.take(self.embedding.embeddings, ops.cast(ids, "int32"), axis=0)
+        output, state, weights = self.decoder_layer.step(embedded, state, cache)
+        return self.output_dense(output), state, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "embedding_dim": self.embedding_dim,
+                "decoder": self.decoder,
+                "image_encoder": self.image_encoder,
+                "feature_dropout": self.feature_dropout,
+                "attention_penalty": self.attention_penalty,
+            }
+        )
+        return config
+
+
+def attention_coverage_penalty(weights, target_ids):
+    """`mean over batch and locations of (1 - Σ_t α_ti)²`, summing only real caption steps.
+
+    `weights` `(batch, T, L)`, `target_ids` `(batch, T)` with 0 at padding.
+    """
+    real = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
+    coverage = ops.sum(ops.cast(weights, "float32") * ops.expand_dims(real, -1), axis=1)
+    return ops.mean(ops.square(1.0 - coverage))

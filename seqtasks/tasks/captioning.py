@@ -1,0 +1,388 @@
+"""Image captioning (Show, Attend and Tell): attention over a feature grid, BLEU-1..4, overlays, a JPEG-bytes SavedModel."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from seqtasks.errors import SeqtasksError
+from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
+
+_BUCKETS = [8, 10, 12, 14, 16, 20, 25, 32, 40, 50, 64]
+_OVERLAYS = 4
+
+
+def clean_captions(texts, lower_case, strip_punctuation):
+    """Unicode-normalised (optionally case-folded) captions, punctuation and symbols optionally spaced out."""
+    import tensorflow as tf
+
+    from seqtasks.text.subword_tokenizer import normalize
+
+    texts = normalize(tf.constant(list(texts), tf.string), lower_case)
+    if strip_punctuation:
+        texts = tf.strings.regex_replace(texts, r"[\pP\pS]", " ")
+    texts = tf.strings.strip(tf.strings.regex_replace(texts, r"\s+", " "))
+    return [text.decode("utf-8") for text in texts.numpy()]
+
+
+def load_splits(config):
+    """`(train, validation)`: `{image file name: [caption, ...]}` each, limited as the recipe says."""
+    from seqtasks.data.captions import read_coco_captions, read_flickr_tokens, read_split_list, select_split
+
+    if config.format == "flickr":
+        captions = read_flickr_tokens(config.captions)
+        train = select_split(captions, read_split_list(config.train_split), config.captions, config.train_split)
+        validation = select_split(
+            captions, read_split_list(config.validation_split), config.captions, config.validation_split
+        )
+    else:
+        train = read_coco_captions(config.captions)
+        validation = read_coco_captions(config.validation_captions)
+    overlap = set(train) & set(validation)
+    if overlap:
+        raise SeqtasksError(
+            f"data: {len(overlap)} image(s) are in both the training and validation splits, e.g. {min(overlap)!r}"
+        )
+    train = _first(train, config.max_train_images)
+    validation = _first(validation, config.max_validation_images)
+    for split in (train, validation):
+        missing = [name for name in split if not (Path(config.images) / name).is_file()]
+        if missing:
+            raise SeqtasksError(
+                f"{config.images}: {len(missing)} image file(s) the captions name are missing, e.g. {missing[0]!r}"
+            )
+    return train, validation
+
+
+def _first(split, count):
+    return dict(list(split.items())[:count]) if count else split
+
+
+def make_backbone(config):
+    """The frozen backbone of a recipe's `model.backbone`, or `None` for the CNN trained with the captioner."""
+    from seqtasks.data.image_features import FrozenBackbone
+
+    if config.type == "file":
+        return FrozenBackbone.from_file(config.path)
+    if config.type == "application":
+        return FrozenBackbone.from_application(config.name, config.weights, config.image_size)
+    return None
+
+
+def image_inputs(backbone, image_size, paths, cache_dir, log=print):
+    """What the captioner reads per image: cached feature grids, or uint8 pixels for the trained CNN."""
+    from seqtasks.data.image_features import image_features, read_image
+
+    if backbone is not None:
+        return image_features(backbone, paths, cache_dir, log=log)
+    pixels = [np.clip(np.round(np.asarray(read_image(path, image_size))), 0, 255) for path in paths]
+    return np.stack(pixels).astype(np.uint8)
+
+
+def _caption_rows(tokenizer, captions, max_length):
+    """Token id lists of the captions; `None` for those too long (or empty) to train on."""
+    import tensorflow as tf
+
+    rows = tokenizer.tokenize(tf.constant(captions)).to_list() if captions else []
+    return [row if 0 < len(row) and len(row) + 1 <= max_length else None for row in rows]
+
+
+def make_dataset(inputs, examples, batch_size, shuffle_seed=None):
+    """Batches `((image inputs, caption in), caption out)` from `(image index, ids)` examples.
+
+    The image inputs are gathered by index inside the pipeline, so each image's
+    grid is stored once however many captions it has.
+    """
+    import tensorflow as tf
+
+    from seqtasks.data.batching import bucketed_batches
+
+    table = tf.constant(inputs)
+    indices = tf.constant([index for index, _ in examples], tf.int32)
+    ids = tf.ragged.constant([row for _, row in examples], dtype=tf.int32, ragged_rank=1)
+    data = tf.data.Dataset.from_tensor_slices((indices, ids))
+    data = data.map(lambda i, t: (i, tf.concat([[START_ID], t], 0), tf.concat([t, [END_ID]], 0)))
+    data = bucketed_batches(
+        data, len(examples), lambda i, t_in, t_out: tf.size(t_in), _BUCKETS, batch_size, shuffle_seed,
+        padding_values=(0, PAD_ID, PAD_ID),
+    )
+    data = data.map(lambda i, t_in, t_out: ((tf.gather(table, i), t_in), t_out))
+    return data.prefetch(tf.data.AUTOTUNE)
+
+
+def _examples(split, cleaned, tokenizer, max_length):
+    captions = [caption for name in split for caption in cleaned[name]]
+    owners = [index for index, name in enumerate(split) for _ in cleaned[name]]
+    rows = _caption_rows(tokenizer, captions, max_length)
+    return [(owner, row) for owner, row in zip(owners, rows) if row is not None]
+
+
+def build_model(recipe, vocab_size, input_shape):
+    import dataclasses
+
+    from seqtasks.models import ImageCaptioner
+
+    config = recipe.model
+    attention = config.attention
+    decoder = dataclasses.asdict(config.decoder)
+    decoder.update(
+        attention=attention.type,
+        score=attention.score,
+        attention_units=attention.units,
+        normalize=attention.normalize,
+        scale=attention.scale,
+        gate=config.gate,
+        seed=recipe.seed,
+    )
+    model = ImageCaptioner(
+        vocab_size,
+        embedding_dim=config.embedding_dim,
+        decoder=decoder,
+        image_encoder=list(config.backbone.filters) if config.backbone.type == "cnn" else None,
+        feature_dropout=config.feature_dropout,
+        attention_penalty=config.attention_penalty,
+    )
+    model.build(((None,) + tuple(input_shape), (None, None)))
+    return model
+
+
+def run(recipe, run_dir):
+    """Caches image features, trains, evaluates (BLEU-1..4, overlays) and exports; returns the metrics."""
+    import keras
+
+    from seqtasks.io_utils import write_text_atomic
+    from seqtasks.tasks.seq2seq_common import compile_model
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
+    from seqtasks.training import fit_metrics, train_model
+
+    started = time.time()
+    keras.utils.set_random_seed(recipe.seed)
+    config = recipe.data
+    train, validation = load_splits(config)
+    print(f"Images: {len(train)} training, {len(validation)} validation")
+    cleaned = _cleaned(config, {**train, **validation})
+    vocab = learn_vocabulary(
+        [caption for name in train for caption in cleaned[name]], config.vocab_size, config.lower_case
+    )
+    write_text_atomic(run_dir / "vocab.txt", "\n".join(vocab) + "\n")
+    tokenizer = SubwordTokenizer(vocab, config.lower_case)
+    print(f"Vocabulary: {len(vocab)} subwords")
+
+    backbone = make_backbone(recipe.model.backbone)
+    cache_dir = Path(config.feature_cache or run_dir.parent / "feature_cache")
+    feature_started = time.time()
+    train_inputs, validation_inputs = (
+        image_inputs(backbone, recipe.model.backbone.image_size, [Path(config.images) / n for n in split], cache_dir)
+        for split in (train, validation)
+    )
+    feature_seconds = time.time() - feature_started
+    train_examples = _examples(train, cleaned, tokenizer, config.max_length)
+    validation_examples = _examples(validation, cleaned, tokenizer, config.max_length)
+    if not train_examples:
+        raise SeqtasksError(f"data.max_length: no training caption has at most {config.max_length - 1} subwords")
+    batch_size = recipe.training.batch_size
+    train_data = make_dataset(train_inputs, train_examples, batch_size, recipe.seed)
+    validation_data = make_dataset(validation_inputs, validation_examples, batch_size)
+
+    model, history, train_seconds = train_model(
+        recipe,
+        run_dir,
+        lambda: build_model(recipe, len(vocab), train_inputs.shape[1:]),
+        lambda model: compile_model(model, recipe.training),
+        train_data,
+        validation_data,
+    )
+    metrics = fit_metrics("captioning", history, train_seconds, model)
+    metrics.update(
+        train_images=len(train),
+        validation_images=len(validation),
+        train_captions=len(train_examples),
+        feature_seconds=round(feature_seconds, 1),
+    )
+    references = [cleaned[name] for name in validation]
+    metrics.update(
+        evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, list(validation), validation_inputs, references)
+    )
+    metrics["seconds"] = round(time.time() - started, 1)
+    return metrics
+
+
+def _cleaned(config, captions):
+    names = list(captions)
+    flat = clean_captions([c for n in names for c in captions[n]], config.lower_case, config.strip_punctuation)
+    out, start = {}, 0
+    for name in names:
+        out[name] = flat[start : start + len(captions[name])]
+        start += len(captions[name])
+    return out
+
+
+def evaluate_run(run_dir, overrides=()):
+    """Re-evaluates (and re-exports) a finished run from its folder, e.g. with other decoding settings."""
+    import keras
+
+    from seqtasks.models import ImageCaptioner
+    from seqtasks.recipe import load_recipe
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer
+
+    run_dir = Path(run_dir)
+    recipe = load_recipe(run_dir / "recipe.yaml", overrides)
+    config = recipe.data
+    _, validation = load_splits(config)
+    cleaned = _cleaned(config, validation)
+    vocab = (run_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    tokenizer = SubwordTokenizer(vocab, config.lower_case)
+    model = keras.models.load_model(
+        run_dir / "model" / "model.keras", custom_objects={"ImageCaptioner": ImageCaptioner}, safe_mode=True,
+        compile=False,
+    )
+    backbone = make_backbone(recipe.model.backbone)
+    cache_dir = Path(config.feature_cache or run_dir.parent / "feature_cache")
+    inputs = image_inputs(
+        backbone, recipe.model.backbone.image_size, [Path(config.images) / n for n in validation], cache_dir
+    )
+    references = [cleaned[name] for name in validation]
+    return evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, list(validation), inputs, references)
+
+
+def corpus_bleu(hypotheses, references):
+    """Corpus BLEU-1..4 (sacrebleu, 13a tokenisation) against every reference of each hypothesis.
+
+    Images with fewer references than the most are padded with repeats of
+    their first one, which changes neither clipped counts nor the closest
+    reference length. Returns `({"bleu_1": ..., ...}, signature)`.
+    """
+    import sacrebleu
+
+    most = max((len(refs) for refs in references), default=1)
+    streams = [[refs[k] if k < len(refs) else refs[0] for refs in references] for k in range(most)]
+    scores, signature = {}, ""
+    for order in range(1, 5):
+        metric = sacrebleu.BLEU(max_ngram_order=order)
+        scores[f"bleu_{order}"] = metric.corpus_score(hypotheses, streams).score
+        signature = str(metric.get_signature())
+    return scores, signature
+
+
+def decode_inputs(decode_fn, inputs, batch_size, timings=None):
+    """Output ids `(len(inputs), steps)` of the decode function over image inputs, traced once."""
+    import tensorflow as tf
+
+    from seqtasks.tasks.seq2seq_common import pad_rows
+
+    signature = tf.TensorSpec((None,) + tuple(inputs.shape[1:]), tf.as_dtype(inputs.dtype))
+    compiled = tf.function(decode_fn, input_signature=[signature])
+    started = time.perf_counter()
+    compiled.get_concrete_function()
+    traced = time.perf_counter()
+    rows = []
+    for start in range(0, len(inputs), batch_size):
+        ids, _, _ = compiled(tf.constant(inputs[start : start + batch_size]))
+        rows.extend(list(np.asarray(ids)))
+    if timings is not None:
+        timings.update(trace_seconds=traced - started, decode_seconds=time.perf_counter() - traced)
+    return pad_rows(rows, max((len(r) for r in rows), default=1))
+
+
+def evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, names, inputs, references):
+    """BLEU-1..4 of the recipe's decoding on the validation images, overlays, the SavedModel."""
+    from seqtasks.export import export_saved_model
+    from seqtasks.io_utils import write_text_atomic
+    from seqtasks.tasks.seq2seq_common import make_decode
+
+    decoding = recipe.model.decoding
+    decode = make_decode(model, decoding)
+    timings = {}
+    output_ids = decode_inputs(decode, inputs, recipe.training.batch_size, timings)
+    hypotheses = [text.decode() for text in tokenizer.detokenize(output_ids).numpy()]
+    scores, signature = corpus_bleu(hypotheses, references)
+    write_text_atomic(
+        run_dir / "captions.tsv",
+        "".join(f"{name}\t{hyp}\t{' | '.join(refs)}\n" for name, hyp, refs in zip(names, hypotheses, references)),
+    )
+    print("Sample captions (validation):")
+    for index in range(min(5, len(names))):
+        print(f"  {names[index]}: {hypotheses[index]}\n    reference: {references[index][0]}")
+    image_size = backbone.size if backbone is not None else recipe.model.backbone.image_size
+    write_overlays(model, inputs, output_ids, names, tokenizer.vocab, recipe.data.images, image_size, run_dir)
+    metrics = {
+        "validation": scores,
+        "sacrebleu_signature": signature,
+        "decoding": {"beam_width": decoding.beam_width, "length_penalty": decoding.length_penalty},
+        "decode_images_per_second": round(len(names) / max(timings["decode_seconds"], 1e-9), 1),
+    }
+    if recipe.export.enabled:
+        server = make_server(model, decode, tokenizer, backbone, image_size)
+        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+    return metrics
+
+
+def write_overlays(model, inputs, output_ids, names, vocab, image_folder, image_size, run_dir, count=_OVERLAYS):
+    """`attention/<image>.png`: per output word, the attention over the grid laid on the image."""
+    from keras import ops
+
+    from seqtasks.data.image_features import read_image
+    from seqtasks.plots import save_attention_overlay
+
+    folder = run_dir / "attention"
+    folder.mkdir(exist_ok=True)
+    for index in range(min(count, len(names))):
+        output = [int(i) for i in output_ids[index] if i != PAD_ID]
+        if END_ID in output:
+            output = output[: output.index(END_ID) + 1]
+        if not output:
+            continue
+        caption_in = np.array([[START_ID] + output[:-1]], np.int32)
+        weights = np.asarray(ops.convert_to_numpy(model.attention(inputs[index : index + 1], caption_in)))[0]
+        grid_shape = _grid_shape(model, inputs.shape[1:], weights.shape[-1])
+        image = np.asarray(read_image(Path(image_folder) / names[index], image_size)).astype(np.uint8)
+        save_attention_overlay(
+            image,
+            weights.reshape((len(output),) + grid_shape),
+            [vocab[i] for i in output],
+            folder / f"{Path(names[index]).stem}.png",
+        )
+
+
+def _grid_shape(model, input_shape, locations):
+    if model.image_encoder:
+        shrink = 2 ** len(model.image_encoder)
+        return (input_shape[0] // shrink, input_shape[1] // shrink)
+    side = int(round(locations**0.5))
+    return (side, side) if side * side == locations else (1, locations)
+
+
+def make_server(model, decode_fn, tokenizer, backbone, image_size):
+    """A `tf.Module` whose `serve` maps encoded images `image` `[None]` to `caption` and `score`."""
+    import tensorflow as tf
+
+    def decode_image(data):
+        # Same decoding and resizing as training's `read_image`; a corrupt or
+        # unknown encoding fails the request with InvalidArgumentError.
+        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        return tf.image.resize(tf.cast(image, tf.float32), (image_size, image_size))
+
+    class CaptionServer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.tokenizer = tokenizer
+            self.backbone = backbone.model if backbone is not None else None
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image")])
+        def serve(self, image):
+            pixels = tf.map_fn(
+                decode_image, image, fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32)
+            )
+            # An empty batch runs as one blank image (convolutions reject batches of 0), then is cut off.
+            count = tf.shape(image)[0]
+            pixels = tf.concat([pixels, tf.zeros([tf.maximum(0, 1 - count), image_size, image_size, 3])], 0)
+            if backbone is None:
+                inputs = tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8)
+            else:
+                # Rounded through float16 like the cached features training read.
+                inputs = tf.cast(backbone(pixels), tf.float16)
+            ids, _, scores = decode_fn(inputs)
+            return {"caption": self.tokenizer.detokenize(ids)[:count], "score": scores[:count]}
+
+    return CaptionServer()

@@ -1,0 +1,126 @@
+"""The captioning task end to end on a slice of the shipped shapes sample."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import REPO, run_recipe, serve_in_tensorflow_only
+
+from seqtasks.errors import RecipeError, SeqtasksError
+from seqtasks.recipe import load_recipe
+from seqtasks.tasks.captioning import clean_captions, corpus_bleu, load_splits
+
+SHAPES = REPO / "recipes" / "data" / "shapes"
+SLICE = ["data.max_train_images=48", "data.max_validation_images=8", "training.epochs=2", "training.max_minutes=1"]
+
+
+@pytest.fixture(scope="module")
+def caption_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("captioning")
+    run_dir, output = run_recipe(
+        REPO / "recipes" / "captioning.yaml", root / "runs", f"export.directory={root / 'saved_models'}", *SLICE
+    )
+    return root, run_dir, output
+
+
+def test_run_reports_bleu_1_to_4_and_writes_captions_and_overlays(caption_run):
+    _, run_dir, output = caption_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert set(metrics["validation"]) == {"bleu_1", "bleu_2", "bleu_3", "bleu_4"}
+    assert metrics["validation"]["bleu_1"] >= metrics["validation"]["bleu_4"] >= 0.0
+    assert metrics["sacrebleu_signature"].startswith("nrefs:3|")
+    rows = [line.split("\t") for line in (run_dir / "captions.tsv").read_text().splitlines()]
+    assert [row[0] for row in rows] == [f"dev_{i:03d}.png" for i in range(8)]
+    assert all(len(row[2].split(" | ")) == 3 for row in rows)
+    assert sorted(p.name for p in (run_dir / "attention").glob("*.png")) == [f"dev_{i:03d}.png" for i in range(4)]
+    assert "Sample captions (validation):" in output
+
+
+def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_ones(caption_run):
+    root, run_dir, _ = caption_run
+    expected = [line.split("\t")[1] for line in (run_dir / "captions.tsv").read_text().splitlines()]
+    png = [(SHAPES / "images" / f"dev_{i:03d}.png").read_bytes() for i in range(3)]
+    jpeg = tf.io.encode_jpeg(tf.io.decode_png(png[0]), quality=95).numpy()
+    out = serve_in_tensorflow_only(
+        root / "saved_models" / "captioning" / "1",
+        {"png": png, "jpeg": [jpeg], "empty": [], "corrupt": [png[0], b"not an image"], "after": [png[1]]},
+        input_name="image",
+    )
+    assert out["png"]["caption"]["value"] == expected[:3]
+    assert out["png"]["score"]["shape"] == [3]
+    assert out["jpeg"]["caption"]["shape"] == [1] and isinstance(out["jpeg"]["caption"]["value"][0], str)
+    assert out["empty"]["caption"]["shape"] == [0]
+    assert "Unknown image file format" in out["corrupt"]["error"]
+    assert out["after"]["caption"]["value"] == expected[1:2]  # the server still works
+
+
+def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
+    inputs = keras.Input((64, 64, 3))
+    grid = keras.layers.Conv2D(8, 3, strides=16, padding="same", activation="relu")(inputs / 255.0)
+    keras.Model(inputs, grid).save(tmp_path / "backbone.keras")
+    overrides = [
+        "model.backbone.type=file",
+        f"model.backbone.path={tmp_path / 'backbone.keras'}",
+        f"data.feature_cache={tmp_path / 'cache'}",
+        "export.enabled=false",
+        "training.epochs=1",
+        "data.max_train_images=20",
+        "data.max_validation_images=4",
+    ]
+    _, first = run_recipe(REPO / "recipes" / "captioning.yaml", tmp_path / "a", *overrides)
+    assert "Image features: 20/20" in first and "Image features: 4/4" in first
+    assert len(list((tmp_path / "cache").glob("features-*.npy"))) == 2
+    run_dir, second = run_recipe(REPO / "recipes" / "captioning.yaml", tmp_path / "b", *overrides)
+    assert "Image features: 20 from the cache" in second and "Image features: 4 from the cache" in second
+    assert json.loads((run_dir / "metrics.json").read_text())["parameters"] > 0
+
+
+def test_captions_are_cleaned_and_bleu_uses_every_reference():
+    assert clean_captions(["A dog's ball.", "Two  CATS, sleeping!"], True, True) == ["a dog s ball", "two cats sleeping"]
+    assert clean_captions(["A dog."], False, False) == ["A dog."]
+    scores, signature = corpus_bleu(["a red circle"], [["a blue square", "a red circle"]])
+    assert scores["bleu_1"] == pytest.approx(100.0) and "nrefs:2" in signature
+    # A missing reference is padded with the first: same score as listing it twice.
+    ragged, _ = corpus_bleu(["a red circle", "a cat"], [["a red square", "the red circle"], ["a cat"]])
+    padded, _ = corpus_bleu(["a red circle", "a cat"], [["a red square", "the red circle"], ["a cat", "a cat"]])
+    assert ragged == padded
+
+
+def _recipe(tmp_path, data):
+    lines = "\n".join(f"  {key}: {value}" for key, value in data.items())
+    (tmp_path / "r.yaml").write_text(f"task: captioning\ndata:\n{lines}\n")
+    return tmp_path / "r.yaml"
+
+
+def test_bad_data_settings_are_named(tmp_path):
+    base = {"captions": str(SHAPES / "shapes.token.txt"), "images": str(SHAPES / "images")}
+    with pytest.raises(RecipeError, match=r"r.yaml: data.train_split: required for the 'flickr' format"):
+        load_recipe(_recipe(tmp_path, base))
+    (tmp_path / "train.txt").write_text("train_000.png\nmissing.png\n")
+    (tmp_path / "token.txt").write_text(
+        "train_000.png#0\ta red circle\nmissing.png#0\ta dog\ndev_000.png#0\ta square\n"
+    )
+    (tmp_path / "dev.txt").write_text("dev_000.png\n")
+    recipe = load_recipe(
+        _recipe(tmp_path, dict(base, captions="token.txt", train_split="train.txt", validation_split="dev.txt"))
+    )
+    with pytest.raises(SeqtasksError, match=r"images: 1 image file\(s\) the captions name are missing, e.g. 'missing.png'"):
+        load_splits(recipe.data)
+    (tmp_path / "dev.txt").write_text("train_000.png\n")
+    with pytest.raises(SeqtasksError, match=r"1 image\(s\) are in both the training and validation splits"):
+        load_splits(recipe.data)
+
+
+def test_overlay_grid_matches_the_cnn_grid(caption_run):
+    _, run_dir, _ = caption_run
+    from seqtasks.models import ImageCaptioner
+    from seqtasks.tasks.captioning import _grid_shape
+
+    model = keras.models.load_model(
+        run_dir / "model" / "model.keras", custom_objects={"ImageCaptioner": ImageCaptioner}, safe_mode=True
+    )
+    assert _grid_shape(model, (64, 64, 3), 64) == (8, 8)
+    grid = model.grid(np.zeros((1, 64, 64, 3), "uint8"))
+    assert tuple(grid.shape) == (1, 64, 64)

@@ -1,0 +1,89 @@
+import keras
+import numpy as np
+import pytest
+
+from seqtasks.models import ImageCaptioner
+from seqtasks.models.image_captioner import attention_coverage_penalty
+
+DECODER = {"units": 8, "attention": "bahdanau", "attention_units": 6, "gate": True}
+
+
+def _captions():
+    return np.array([[2, 5, 6, 7], [2, 8, 0, 0]], "int32")
+
+
+def test_padding_of_a_caption_changes_nothing_at_its_real_steps():
+    model = ImageCaptioner(20, embedding_dim=4, decoder=DECODER)
+    grid = np.random.default_rng(0).random((2, 9, 5)).astype("float32")
+    together = keras.ops.convert_to_numpy(model((grid, _captions())))
+    alone = keras.ops.convert_to_numpy(model((grid[1:], _captions()[1:, :2])))
+    np.testing.assert_allclose(together[1, :2], alone[0], rtol=1e-5, atol=1e-6)
+
+
+def test_attention_over_the_grid_sums_to_one_at_every_step():
+    model = ImageCaptioner(20, embedding_dim=4, decoder=DECODER)
+    grid = np.random.default_rng(1).random((2, 9, 5)).astype("float32")
+    weights = keras.ops.convert_to_numpy(model.attention(grid, _captions()))
+    assert weights.shape == (2, 4, 9)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_stepwise_decoding_matches_the_teacher_forced_pass():
+    model = ImageCaptioner(20, embedding_dim=4, decoder=dict(DECODER, input_feeding=True))
+    grid = np.random.default_rng(2).random((2, 9, 5)).astype("float32")
+    captions = np.array([[2, 5, 6], [2, 7, 8]], "int32")
+    forced = keras.ops.convert_to_numpy(model((grid, captions)))
+    cache, state = model.encode(grid)
+    for step in range(3):
+        logits, state, _ = model.decode_step(captions[:, step], state, cache)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), forced[:, step], rtol=1e-4, atol=1e-5)
+
+
+def test_coverage_penalty_counts_only_real_steps():
+    weights = np.zeros((1, 3, 2), "float32")
+    weights[0, 0] = [1.0, 0.0]
+    weights[0, 1] = [0.0, 1.0]
+    weights[0, 2] = [1.0, 0.0]  # a padded step: ignored
+    assert float(attention_coverage_penalty(weights, np.array([[2, 4, 0]]))) == pytest.approx(0.0)
+    # Both steps on location 0: coverage (2, 0) -> ((1-2)² + (1-0)²) / 2.
+    weights[0, 1] = [1.0, 0.0]
+    assert float(attention_coverage_penalty(weights, np.array([[2, 4, 0]]))) == pytest.approx(1.0)
+
+
+def test_training_adds_the_weighted_penalty_to_the_loss_and_inference_does_not():
+    grid = np.random.default_rng(3).random((2, 9, 5)).astype("float32")
+    model = ImageCaptioner(20, embedding_dim=4, decoder=DECODER, attention_penalty=2.5)
+    model((grid, _captions()), training=True)
+    penalty = 2.5 * float(attention_coverage_penalty(model.attention(grid, _captions()), _captions()))
+    assert len(model.losses) == 1 and float(model.losses[0]) == pytest.approx(penalty, rel=1e-5)
+    model((grid, _captions()), training=False)
+    assert not model.losses
+
+
+def test_small_cnn_turns_images_into_a_grid_and_trains_and_saves(tmp_path):
+    model = ImageCaptioner(20, embedding_dim=4, decoder=DECODER, image_encoder=[4, 6])
+    images = np.random.default_rng(4).integers(0, 255, (2, 16, 16, 3)).astype("uint8")
+    assert tuple(model.grid(images).shape) == (2, 16, 6)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    captions = _captions()
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    history = model.fit((images, captions[:, :-1]), captions[:, 1:], epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert all(not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights) if "conv_0" in w.path)
+    expected = keras.ops.convert_to_numpy(model((images, captions)))
+    model.save(tmp_path / "captioner.keras")
+    restored = keras.models.load_model(tmp_path / "captioner.keras", safe_mode=True)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored((images, captions))), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"image_encoder": [8, 0]}, "Expected image_encoder to be None or a list of positive filter counts"),
+        ({"feature_dropout": 1.0}, r"Expected feature_dropout in \[0, 1\). Received: feature_dropout=1.0"),
+        ({"attention_penalty": -1.0}, "Expected attention_penalty >= 0. Received: attention_penalty=-1.0"),
+    ],
+)
+def test_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ImageCaptioner(10, **kwargs)
