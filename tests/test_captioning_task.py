@@ -77,6 +77,40 @@ def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
     assert json.loads((run_dir / "metrics.json").read_text())["parameters"] > 0
 
 
+def test_fine_tuning_trains_the_backbone_head_and_the_export_uses_it(tmp_path):
+    inputs = keras.Input((64, 64, 3))
+    x = keras.layers.Conv2D(6, 3, strides=8, padding="same", activation="relu", name="stem")(inputs / 255.0)
+    grid = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="last_stage")(x)
+    backbone = keras.Model(inputs, grid)
+    backbone.save(tmp_path / "backbone.keras")
+    root = tmp_path / "out"
+    run_dir, output = run_recipe(
+        REPO / "recipes" / "captioning.yaml",
+        root / "runs",
+        "model.backbone.type=file",
+        f"model.backbone.path={tmp_path / 'backbone.keras'}",
+        "model.backbone.fine_tune_from=stem",
+        f"export.directory={root / 'saved_models'}",
+        "training.epochs=1",
+        "data.max_train_images=24",
+        "data.max_validation_images=3",
+    )
+    cached = np.load(next((root / "runs" / "feature_cache").glob("features-*.npy")))
+    assert cached.shape[1:] == (8, 8, 6)  # the stem's maps: the head runs in the captioner
+    from seqtasks.models import ImageCaptioner
+
+    model = keras.models.load_model(
+        run_dir / "model" / "model.keras", custom_objects={"ImageCaptioner": ImageCaptioner}, safe_mode=True
+    )
+    assert model.grid_size((8, 8, 6)) == (4, 4)
+    trained = model.grid_head.get_layer("last_stage").kernel.numpy()
+    assert not np.allclose(trained, backbone.get_layer("last_stage").kernel.numpy())
+    expected = [line.split("\t")[1] for line in (run_dir / "captions.tsv").read_text().splitlines()]
+    png = [(SHAPES / "images" / f"dev_{i:03d}.png").read_bytes() for i in range(3)]
+    out = serve_in_tensorflow_only(root / "saved_models" / "captioning" / "1", {"png": png}, input_name="image")
+    assert out["png"]["caption"]["value"] == expected
+
+
 def test_captions_are_cleaned_and_bleu_uses_every_reference():
     assert clean_captions(["A dog's ball.", "Two  CATS, sleeping!"], True, True) == ["a dog s ball", "two cats sleeping"]
     assert clean_captions(["A dog."], False, False) == ["A dog."]

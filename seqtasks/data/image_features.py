@@ -71,11 +71,38 @@ class FrozenBackbone:
     `identity` names the model and its weights for the feature cache's key.
     """
 
-    def __init__(self, model, size, identity, preprocess=None):
+    def __init__(self, model, size, identity, preprocess=None, flatten=True):
         self.model = model
         self.size = size
         self.identity = identity
         self.preprocess = preprocess
+        self.flatten = flatten
+
+    def split(self, layer_name):
+        """`(frozen, head)`: this backbone up to the layer `layer_name`, giving unflattened maps, and the rest.
+
+        The head is a Keras model from that layer's output to the backbone's
+        output, to be trained with a captioner (fine-tuning its last stages).
+        """
+        import keras
+
+        names = [layer.name for layer in self.model.layers]
+        if layer_name not in names or layer_name == names[-1]:
+            raise SeqtasksError(
+                f"model.backbone.fine_tune_from: expected a layer of the backbone before its last one, "
+                f"e.g. {names[-len(names) // 10]!r}; got {layer_name!r}"
+            )
+        middle = self.model.get_layer(layer_name).output
+        if len(middle.shape) != 4:
+            raise SeqtasksError(
+                f"model.backbone.fine_tune_from: {layer_name!r} gives {middle.shape}; expected a feature map (batch, H, W, C)"
+            )
+        frozen = keras.Model(self.model.input, middle, name="frozen_backbone")
+        head = keras.Model(middle, self.model.output, name="backbone_head")
+        return (
+            FrozenBackbone(frozen, self.size, f"{self.identity}:{layer_name}", self.preprocess, flatten=False),
+            head,
+        )
 
     @classmethod
     def from_file(cls, path):
@@ -105,12 +132,14 @@ class FrozenBackbone:
         return cls(model, size, f"application:{name}:{weights}", _application_preprocessing(name))
 
     def __call__(self, images):
-        """Grids `(batch, H * W, C)` of float images `(batch, size, size, 3)` in 0..255."""
+        """Grids `(batch, H * W, C)` (maps `(batch, H, W, C)` unless `flatten`) of images `(batch, size, size, 3)` in 0..255."""
         from keras import ops
 
         if self.preprocess is not None:
             images = self.preprocess(images)
         grid = self.model(images, training=False)
+        if not self.flatten:
+            return grid
         shape = ops.shape(grid)
         return ops.reshape(grid, (shape[0], shape[1] * shape[2], shape[3]))
 
@@ -131,7 +160,8 @@ def _cache_key(backbone, image_paths):
 
 
 def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
-    """Feature grids `(len(image_paths), H * W, C)` float16 of a `FrozenBackbone`, from the cache when it has them."""
+    """Feature grids `(len(image_paths), H * W, C)` float16 of a `FrozenBackbone` (maps `(N, H, W, C)`
+    unless it flattens), from the cache when it has them."""
     import tensorflow as tf
 
     cache = Path(cache_dir) / f"features-{_cache_key(backbone, image_paths)}.npy"

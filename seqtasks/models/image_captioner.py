@@ -30,6 +30,10 @@ class ImageCaptioner(keras.Model):
             (3x3 convolution, ReLU, 2x2 max pooling per entry) that turns
             `(batch, height, width, 3)` images in 0..255 into the grid. `None`:
             the inputs are feature grids.
+        grid_head: optional Keras model trained with the captioner that
+            turns `(batch, h, w, c)` feature maps into the grid, such as the
+            last stage of a pretrained backbone whose earlier stages ran once
+            (fine-tuning). Its batch normalisation stays in inference mode.
         feature_dropout: float, dropout on the grid features while training.
         attention_penalty: float, `λ` of the doubly stochastic penalty.
         **kwargs: other keyword arguments of `keras.Model`.
@@ -67,6 +71,7 @@ class ImageCaptioner(keras.Model):
         embedding_dim=256,
         decoder=None,
         image_encoder=None,
+        grid_head=None,
         feature_dropout=0.0,
         attention_penalty=1.0,
         **kwargs,
@@ -80,6 +85,10 @@ class ImageCaptioner(keras.Model):
                 f"Expected image_encoder to be None or a list of positive filter counts. "
                 f"Received: image_encoder={image_encoder!r}"
             )
+        if image_encoder is not None and grid_head is not None:
+            raise ValueError("Expected image_encoder or grid_head, not both.")
+        if isinstance(grid_head, dict):
+            grid_head = keras.saving.deserialize_keras_object(grid_head)
         if not 0.0 <= feature_dropout < 1.0:
             raise ValueError(f"Expected feature_dropout in [0, 1). Received: feature_dropout={feature_dropout}")
         if attention_penalty < 0.0:
@@ -88,6 +97,7 @@ class ImageCaptioner(keras.Model):
         self.embedding_dim = embedding_dim
         self.decoder = dict(decoder or {"units": 64, "attention": "bahdanau"})
         self.image_encoder = None if image_encoder is None else list(image_encoder)
+        self.grid_head = grid_head
         self.feature_dropout = float(feature_dropout)
         self.attention_penalty = float(attention_penalty)
         self.cnn_layers = []
@@ -121,6 +131,8 @@ class ImageCaptioner(keras.Model):
                     layer.build(shape)
                 shape = layer.compute_output_shape(shape)
             feature_dim = shape[-1]
+        elif self.grid_head is not None:
+            feature_dim = self.grid_head.compute_output_shape(image_shape)[-1]
         else:
             feature_dim = image_shape[-1]
         self.embedding.build((None, None))
@@ -132,13 +144,25 @@ class ImageCaptioner(keras.Model):
     def grid(self, images, training=None):
         """The feature grid `(batch, L, C)` float, from features or through the CNN."""
         x = ops.cast(images, self.compute_dtype)
-        if self.cnn_layers:
-            x = x / 255.0
-            for layer in self.cnn_layers:
-                x = layer(x)
+        if self.cnn_layers or self.grid_head is not None:
+            if self.grid_head is not None:
+                x = self.grid_head(x, training=False)
+            else:
+                x = x / 255.0
+                for layer in self.cnn_layers:
+                    x = layer(x)
             shape = ops.shape(x)
             x = ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
         return self.dropout_layer(x, training=training)
+
+    def grid_size(self, input_shape):
+        """`(h, w)` of the grid for inputs of `input_shape` (no batch), `None` for flat feature inputs."""
+        if self.cnn_layers:
+            shrink = 2 ** len(self.image_encoder)
+            return (input_shape[0] // shrink, input_shape[1] // shrink)
+        if self.grid_head is not None:
+            return tuple(self.grid_head.compute_output_shape((None,) + tuple(input_shape))[1:3])
+        return None
 
     def _initial_state(self, grid):
         projected = self.init_state_dense(ops.mean(grid, axis=1))
@@ -189,6 +213,7 @@ class ImageCaptioner(keras.Model):
                 "embedding_dim": self.embedding_dim,
                 "decoder": self.decoder,
                 "image_encoder": self.image_encoder,
+                "grid_head": None if self.grid_head is None else keras.saving.serialize_keras_object(self.grid_head),
                 "feature_dropout": self.feature_dropout,
                 "attention_penalty": self.attention_penalty,
             }

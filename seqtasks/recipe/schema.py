@@ -353,8 +353,8 @@ class CaptioningDataConfig:
     )
     feature_cache: str = spec(
         "",
-        "Folder for the backbone's cached feature grids (empty: feature_cache/ beside the run "
-        "folders of this recipe).",
+        "Folder for the backbone's cached feature grids (empty: feature_cache/ in the output "
+        "folder, beside the recipes' run folders).",
         path=True,
     )
 
@@ -391,8 +391,16 @@ class BackboneConfig:
     filters: list[int] = spec(
         [32, 64, 128], "'cnn': filters of each 3x3 convolution + 2x2 max pooling stage."
     )
+    fine_tune_from: str = spec(
+        "",
+        "'file', 'application': train the backbone's layers after this one with the captioner "
+        "(e.g. block14_add, the last stage of EfficientNet-Lite0); features are cached at its "
+        "output. Empty: the whole backbone stays frozen.",
+    )
 
     def check(self):
+        if self.type == "cnn" and self.fine_tune_from:
+            return [("fine_tune_from", "only for a 'file' or 'application' backbone; the 'cnn' trains entirely")]
         if self.type == "file" and not self.path:
             return [("path", "required for a 'file' backbone: the .keras model")]
         if self.type == "cnn" and (not self.filters or any(f < 1 for f in self.filters)):

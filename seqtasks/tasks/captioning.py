@@ -59,14 +59,23 @@ def _first(split, count):
 
 
 def make_backbone(config):
-    """The frozen backbone of a recipe's `model.backbone`, or `None` for the CNN trained with the captioner."""
+    """`(frozen, head)` for a recipe's `model.backbone`.
+
+    `frozen` is the `FrozenBackbone` whose features are cached (`None` for the
+    CNN trained with the captioner); `head` is the part trained with the
+    captioner when `fine_tune_from` names a layer, else `None`.
+    """
     from seqtasks.data.image_features import FrozenBackbone
 
+    if config.type == "cnn":
+        return None, None
     if config.type == "file":
-        return FrozenBackbone.from_file(config.path)
-    if config.type == "application":
-        return FrozenBackbone.from_application(config.name, config.weights, config.image_size)
-    return None
+        backbone = FrozenBackbone.from_file(config.path)
+    else:
+        backbone = FrozenBackbone.from_application(config.name, config.weights, config.image_size)
+    if config.fine_tune_from:
+        return backbone.split(config.fine_tune_from)
+    return backbone, None
 
 
 def image_inputs(backbone, image_size, paths, cache_dir, log=print):
@@ -117,7 +126,7 @@ def _examples(split, cleaned, tokenizer, max_length):
     return [(owner, row) for owner, row in zip(owners, rows) if row is not None]
 
 
-def build_model(recipe, vocab_size, input_shape):
+def build_model(recipe, vocab_size, input_shape, grid_head=None):
     import dataclasses
 
     from seqtasks.models import ImageCaptioner
@@ -139,6 +148,7 @@ def build_model(recipe, vocab_size, input_shape):
         embedding_dim=config.embedding_dim,
         decoder=decoder,
         image_encoder=list(config.backbone.filters) if config.backbone.type == "cnn" else None,
+        grid_head=grid_head,
         feature_dropout=config.feature_dropout,
         attention_penalty=config.attention_penalty,
     )
@@ -168,8 +178,8 @@ def run(recipe, run_dir):
     tokenizer = SubwordTokenizer(vocab, config.lower_case)
     print(f"Vocabulary: {len(vocab)} subwords")
 
-    backbone = make_backbone(recipe.model.backbone)
-    cache_dir = Path(config.feature_cache or run_dir.parent / "feature_cache")
+    backbone, head = make_backbone(recipe.model.backbone)
+    cache_dir = Path(config.feature_cache or run_dir.parent.parent / "feature_cache")
     feature_started = time.time()
     train_inputs, validation_inputs = (
         image_inputs(backbone, recipe.model.backbone.image_size, [Path(config.images) / n for n in split], cache_dir)
@@ -187,7 +197,7 @@ def run(recipe, run_dir):
     model, history, train_seconds = train_model(
         recipe,
         run_dir,
-        lambda: build_model(recipe, len(vocab), train_inputs.shape[1:]),
+        lambda: build_model(recipe, len(vocab), train_inputs.shape[1:], head),
         lambda model: compile_model(model, recipe.training),
         train_data,
         validation_data,
@@ -236,8 +246,8 @@ def evaluate_run(run_dir, overrides=()):
         run_dir / "model" / "model.keras", custom_objects={"ImageCaptioner": ImageCaptioner}, safe_mode=True,
         compile=False,
     )
-    backbone = make_backbone(recipe.model.backbone)
-    cache_dir = Path(config.feature_cache or run_dir.parent / "feature_cache")
+    backbone, _ = make_backbone(recipe.model.backbone)  # the model holds its own fine-tuned head
+    cache_dir = Path(config.feature_cache or run_dir.parent.parent / "feature_cache")
     inputs = image_inputs(
         backbone, recipe.model.backbone.image_size, [Path(config.images) / n for n in validation], cache_dir
     )
@@ -345,9 +355,9 @@ def write_overlays(model, inputs, output_ids, names, vocab, image_folder, image_
 
 
 def _grid_shape(model, input_shape, locations):
-    if model.image_encoder:
-        shrink = 2 ** len(model.image_encoder)
-        return (input_shape[0] // shrink, input_shape[1] // shrink)
+    size = model.grid_size(input_shape)
+    if size is not None:
+        return size
     side = int(round(locations**0.5))
     return (side, side) if side * side == locations else (1, locations)
 
