@@ -147,6 +147,40 @@ def test_bad_data_settings_are_named(tmp_path):
         load_splits(recipe.data)
 
 
+def test_a_finished_run_is_re_evaluated_with_other_decoding_settings(caption_run):
+    from seqtasks.tasks.captioning import evaluate_run
+
+    _, run_dir, _ = caption_run
+    metrics = evaluate_run(run_dir, ["model.decoding.beam_width=1", "export.enabled=false"])
+    assert metrics["decoding"]["beam_width"] == 1 and "export" not in metrics
+    assert set(metrics["validation"]) == {"bleu_1", "bleu_2", "bleu_3", "bleu_4"}
+
+
+def test_coco_captions_json_splits(tmp_path):
+    import shutil
+
+    (tmp_path / "images").mkdir()
+    for name in ("train_000.png", "train_001.png", "dev_000.png"):
+        shutil.copy(SHAPES / "images" / name, tmp_path / "images" / name)
+
+    def coco(path, names):
+        images = [{"id": index, "file_name": name} for index, name in enumerate(names)]
+        annotations = [{"image_id": index, "caption": f"shape {index}"} for index in range(len(names))]
+        path.write_text(json.dumps({"images": images, "annotations": annotations}))
+
+    coco(tmp_path / "train.json", ["train_000.png", "train_001.png"])
+    coco(tmp_path / "val.json", ["dev_000.png"])
+    recipe = load_recipe(
+        _recipe(
+            tmp_path,
+            {"format": "coco", "captions": "train.json", "validation_captions": "val.json", "images": "images"},
+        )
+    )
+    train, validation = load_splits(recipe.data)
+    assert train == {"train_000.png": ["shape 0"], "train_001.png": ["shape 1"]}
+    assert validation == {"dev_000.png": ["shape 0"]}
+
+
 def test_overlay_grid_matches_the_cnn_grid(caption_run):
     _, run_dir, _ = caption_run
     from seqtasks.models import ImageCaptioner

@@ -105,7 +105,7 @@ def test_builtin_recipes_load(name, path):
         ("task: toy\nmodel:\n  encoder:\n    dropout: 1.5\n", "model.encoder.dropout: expected less than 1.0; got 1.5"),
         ("task: toy\nexport:\n  enabled: yes please\n", "export.enabled: expected true or false; got 'yes please'"),
         ("task: toy\nmodel: 3\n", "x.yaml: model: expected a mapping; got 3 (line 2)"),
-        ("task: toyy\n", "x.yaml: task: expected one of toy, translation, sentiment, ner; got 'toyy' (line 1)"),
+        ("task: toyy\n", "x.yaml: task: expected one of toy, translation, sentiment, ner, captioning; got 'toyy' (line 1)"),
         ("data: {}\n", "x.yaml: task: missing; expected one of toy, translation, sentiment, ner"),
         (
             "task: sentiment\ndata:\n  path: a.csv\n  labels: [a, b]\n  label_names: [x]\n",
