@@ -1,5 +1,6 @@
 """Optimizer, callbacks and the `fit` call shared by every task."""
 
+import contextlib
 from pathlib import Path
 
 
@@ -91,6 +92,23 @@ def fit_metrics(task, history, train_seconds, model):
     }
 
 
+@contextlib.contextmanager
+def dtype_policy(name):
+    """Sets the global Keras dtype policy while the model is built, then restores the previous one.
+
+    Layers take the policy when they are created, so the model keeps it; code
+    that runs later (other models, loading) sees the previous policy again.
+    """
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def train_model(recipe, run_dir, make_model, compile_model, train_data, validation_data):
     """Builds and compiles under the recipe's strategy, fits, and saves `run_dir/model/model.keras`.
 
@@ -102,7 +120,7 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
     from seqtasks.io_utils import publish_folder
 
     strategy = make_strategy(recipe.distribute)
-    with strategy.scope():
+    with strategy.scope(), dtype_policy(recipe.training.precision):
         model = make_model()
         if not model.built:
             model.build()

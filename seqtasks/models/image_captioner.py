@@ -103,19 +103,21 @@ class ImageCaptioner(keras.Model):
         self.cnn_layers = []
         for index, filters in enumerate(self.image_encoder or []):
             self.cnn_layers += [
-                keras.layers.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv_{index}"),
-                keras.layers.MaxPooling2D(2, name=f"pool_{index}"),
+                keras.layers.Conv2D(filters, 3, padding="same", activation="relu", dtype=self.dtype_policy, name=f"conv_{index}"),
+                keras.layers.MaxPooling2D(2, dtype=self.dtype_policy, name=f"pool_{index}"),
             ]
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, name="embedding")
-        self.decoder_layer = AttentionDecoder(**self.decoder, name="decoder")
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, dtype=self.dtype_policy, name="embedding")
+        self.decoder_layer = AttentionDecoder(**self.decoder, dtype=self.dtype_policy, name="decoder")
         per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
         self.init_state_dense = keras.layers.Dense(
             self.decoder_layer.units * per_layer * self.decoder_layer.num_layers,
             activation="tanh",
+            dtype=self.dtype_policy,
             name="init_state",
         )
-        self.dropout_layer = keras.layers.Dropout(self.feature_dropout, name="feature_dropout")
-        self.output_dense = keras.layers.Dense(vocab_size, name="logits")
+        self.dropout_layer = keras.layers.Dropout(self.feature_dropout, dtype=self.dtype_policy, name="feature_dropout")
+        # Logits in float32 under mixed precision: the loss and the searches need their range.
+        self.output_dense = keras.layers.Dense(vocab_size, dtype="float32", name="logits")
 
     def build(self, input_shape=None):
         if input_shape is None:

@@ -64,22 +64,24 @@ class Seq2Seq(keras.Model):
         self.decoder = dict(decoder or {"units": 64})
         self.bridge = bridge
         self.source_embedding = keras.layers.Embedding(
-            source_vocab_size, embedding_dim, mask_zero=True, name="source_embedding"
+            source_vocab_size, embedding_dim, mask_zero=True, dtype=self.dtype_policy, name="source_embedding"
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocab_size, embedding_dim, mask_zero=True, name="target_embedding"
+            target_vocab_size, embedding_dim, mask_zero=True, dtype=self.dtype_policy, name="target_embedding"
         )
-        self.encoder_layer = StackedRNN(**self.encoder, name="encoder")
-        self.decoder_layer = AttentionDecoder(**self.decoder, name="decoder")
+        self.encoder_layer = StackedRNN(**self.encoder, dtype=self.dtype_policy, name="encoder")
+        self.decoder_layer = AttentionDecoder(**self.decoder, dtype=self.dtype_policy, name="decoder")
         self.bridge_dense = None
         if bridge == "dense":
             per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
             self.bridge_dense = keras.layers.Dense(
                 self.decoder_layer.units * per_layer * self.decoder_layer.num_layers,
                 activation="tanh",
+                dtype=self.dtype_policy,
                 name="bridge",
             )
-        self.output_dense = keras.layers.Dense(target_vocab_size, name="logits")
+        # Logits in float32 under mixed precision: the loss and the searches need their range.
+        self.output_dense = keras.layers.Dense(target_vocab_size, dtype="float32", name="logits")
 
     @classmethod
     def from_recipe(cls, model_config, source_vocab_size, target_vocab_size, seed=None):

@@ -76,17 +76,17 @@ class SequenceTagger(keras.Model):
         self.output_layer = output_layer
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
-        self.word_embedding = keras.layers.Embedding(word_vocab_size, word_embedding_dim, name="word_embedding")
+        self.word_embedding = keras.layers.Embedding(word_vocab_size, word_embedding_dim, dtype=self.dtype_policy, name="word_embedding")
         self.character_cnn = (
-            CharacterCNN(char_vocab_size, char_embedding_dim, char_filters, char_kernel_size, name="character_cnn")
+            CharacterCNN(char_vocab_size, char_embedding_dim, char_filters, char_kernel_size, dtype=self.dtype_policy, name="character_cnn")
             if char_filters
             else None
         )
-        self.input_dropout = keras.layers.Dropout(dropout, name="input_dropout")
-        self.encoder_layer = StackedRNN(**self.encoder, name="encoder")
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
-        self.potentials = keras.layers.Dense(num_tags, name="potentials")
-        self.crf = CRF(num_tags, name="crf") if output_layer == "crf" else None
+        self.input_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="input_dropout")
+        self.encoder_layer = StackedRNN(**self.encoder, dtype=self.dtype_policy, name="encoder")
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
+        self.potentials = keras.layers.Dense(num_tags, dtype="float32", name="potentials")  # float32 under mixed precision
+        self.crf = CRF(num_tags, dtype=self.dtype_policy, name="crf") if output_layer == "crf" else None
 
     @classmethod
     def from_recipe(cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None):

@@ -58,12 +58,12 @@ class TextClassifier(keras.Model):
         self.pooling = pooling
         self.attention_units = attention_units
         self.dropout = dropout
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, name="embedding")
-        self.embedding_dropout_layer = keras.layers.Dropout(embedding_dropout, name="embedding_dropout")
-        self.encoder_layer = StackedRNN(**self.encoder, name="encoder")
-        self.attention_pooling = AttentionPooling(attention_units, name="attention_pooling") if pooling == "attention" else None
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
-        self.output_dense = keras.layers.Dense(num_classes, name="logits")
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, dtype=self.dtype_policy, name="embedding")
+        self.embedding_dropout_layer = keras.layers.Dropout(embedding_dropout, dtype=self.dtype_policy, name="embedding_dropout")
+        self.encoder_layer = StackedRNN(**self.encoder, dtype=self.dtype_policy, name="encoder")
+        self.attention_pooling = AttentionPooling(attention_units, dtype=self.dtype_policy, name="attention_pooling") if pooling == "attention" else None
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.output_dense = keras.layers.Dense(num_classes, dtype="float32", name="logits")  # float32 under mixed precision
 
     @classmethod
     def from_recipe(cls, model_config, vocab_size, num_classes):

@@ -135,6 +135,11 @@ class TrainingConfig:
         None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01
     )
     label_smoothing: float = spec(0.0, "Label smoothing of the cross-entropy.", min=0.0, below=1.0)
+    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = spec(
+        "float32",
+        "Keras dtype policy of the model: mixed policies compute in 16 bits and keep variables, "
+        "softmax, attention weights, logits and the loss in float32 (mixed_float16 scales the loss).",
+    )
 
 
 @dataclass
