@@ -67,12 +67,15 @@ def main():
 )
 def run(recipe, overrides, output_dir):
     """Train, evaluate and export the task described by RECIPE (a file or a built-in name)."""
+    from seqtasks.distribute import make_strategy
     from seqtasks.io_utils import make_run_dir, write_json_atomic, write_text_atomic
     from seqtasks.recipe import dump_recipe, load_recipe
     from seqtasks.tasks import TASKS
 
     try:
         loaded = load_recipe(resolve_recipe(recipe), overrides)
+        # Before any other TensorFlow work: multi-worker collectives are configured at start-up.
+        make_strategy(loaded.distribute)
         run_dir = make_run_dir(output_dir, loaded.name, time.strftime("%Y%m%d-%H%M%S"))
         write_text_atomic(run_dir / "recipe.yaml", dump_recipe(loaded))
         click.echo(f"Run folder: {run_dir}")

@@ -1,21 +1,119 @@
-"""Builds the `tf.distribute` strategy a recipe's `distribute` section asks for."""
+"""Builds the `tf.distribute` strategy a recipe's `distribute` section asks for.
+
+A run makes its strategy once, before any other TensorFlow work (multi-worker
+collectives must be configured at program start), and every later call with
+the same settings returns that strategy.
+"""
+
+import json
+import os
 
 from seqtasks.errors import SeqtasksError
 
+_STRATEGIES = {}
 
-def make_strategy(config):
+
+def cluster_workers(environ=None):
+    """How many workers (the chief included) `TF_CONFIG` names; 0 without `TF_CONFIG`."""
+    text = (os.environ if environ is None else environ).get("TF_CONFIG", "")
+    if not text.strip():
+        return 0
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SeqtasksError(f"TF_CONFIG: not valid JSON: {error.msg} (character {error.pos + 1})") from None
+    cluster = config.get("cluster") if isinstance(config, dict) else None
+    if not isinstance(cluster, dict):
+        raise SeqtasksError("TF_CONFIG: expected a JSON object with a 'cluster' mapping of roles to addresses")
+    return sum(len(cluster.get(role) or []) for role in ("chief", "worker"))
+
+
+def is_chief(environ=None):
+    """Whether this process writes a multi-worker run's results: the `chief`, or worker 0 when there is none."""
+    text = (os.environ if environ is None else environ).get("TF_CONFIG", "")
+    if cluster_workers(environ) <= 1:
+        return True
+    config = json.loads(text)
+    task = config.get("task") or {}
+    if "chief" in config["cluster"]:
+        return task.get("type") == "chief"
+    return task.get("type") == "worker" and task.get("index", 0) == 0
+
+
+def choose_strategy(strategy, gpus, workers, tpu):
+    """The strategy `auto` means here: `tpu`, `multi_worker`, `mirrored` or `default`; others as asked."""
+    if strategy != "auto":
+        return strategy
+    if tpu:
+        return "tpu"
+    if workers > 1:
+        return "multi_worker"
+    if gpus > 1:
+        return "mirrored"
+    return "default"
+
+
+def _tpu_visible():
     import tensorflow as tf
 
-    gpus = tf.config.list_logical_devices("GPU")
-    if config.strategy == "auto":
-        if len(gpus) > 1:
-            return tf.distribute.MirroredStrategy()
+    # Only local signs: probing for a TPU through the network could hang where there is none.
+    return bool(os.environ.get("TPU_NAME") or tf.config.list_physical_devices("TPU"))
+
+
+def make_strategy(config):
+    """The strategy of a `DistributeConfig`, made once per process and settings."""
+    key = (config.strategy, tuple(config.devices), config.tpu)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _build(config)
+    return _STRATEGIES[key]
+
+
+def _build(config):
+    import tensorflow as tf
+
+    # Physical devices: listing logical ones would start the runtime before the collectives are set up.
+    gpus = tf.config.list_physical_devices("GPU")
+    tpu = config.strategy == "auto" and _tpu_visible()
+    name = choose_strategy(config.strategy, len(gpus), cluster_workers(), tpu)
+    if name == "default":
         return tf.distribute.get_strategy()
-    devices = [_check_device(name) for name in config.devices]
-    if config.strategy == "one_device":
-        default = gpus[0].name if gpus else "/cpu:0"
+    if name == "tpu":
+        return _tpu_strategy(config.tpu)
+    if name == "multi_worker":
+        if config.devices:
+            raise SeqtasksError("distribute.devices: not used by 'multi_worker'; each worker uses its own GPUs")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    devices = [_check_device(device) for device in config.devices]
+    if name == "one_device":
+        default = "/gpu:0" if gpus else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(devices[0] if devices else default)
     return tf.distribute.MirroredStrategy(devices=devices or None)
+
+
+def _tpu_strategy(address):
+    import tensorflow as tf
+
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address or None)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.OpError) as error:
+        where = f"at {address!r}" if address else "(distribute.tpu is empty: the local one)"
+        raise SeqtasksError(f"distribute.strategy: no TPU {where}: {error}") from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def shard_by_data(dataset):
+    """Sets data sharding: every worker reads the whole in-memory pipeline and keeps its share of each batch.
+
+    The task pipelines are built from tensors in memory, not files, so
+    sharding by file (TensorFlow's first choice) cannot apply.
+    """
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
 
 
 def _check_device(name):

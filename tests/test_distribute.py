@@ -1,6 +1,6 @@
 import pytest
 
-from seqtasks.distribute import make_strategy
+from seqtasks.distribute import choose_strategy, cluster_workers, make_strategy
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import DistributeConfig
 
@@ -36,7 +36,7 @@ def test_mirrored_over_two_logical_cpus(fresh_python):
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from seqtasks.distribute import make_strategy
+from seqtasks.distribute import choose_strategy, cluster_workers, make_strategy
 from seqtasks.recipe.schema import DistributeConfig
 strategy = make_strategy(DistributeConfig(strategy="mirrored", devices=["/cpu:0", "/cpu:1"]))
 assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
@@ -45,3 +45,84 @@ print("replicas", strategy.num_replicas_in_sync)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "replicas 2" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "strategy, gpus, workers, tpu, expected",
+    [
+        ("auto", 0, 0, False, "default"),
+        ("auto", 1, 0, False, "default"),
+        ("auto", 4, 0, False, "mirrored"),
+        ("auto", 4, 2, False, "multi_worker"),
+        ("auto", 0, 1, False, "default"),
+        ("auto", 8, 2, True, "tpu"),
+        ("one_device", 4, 2, True, "one_device"),
+        ("mirrored", 0, 0, False, "mirrored"),
+    ],
+)
+def test_auto_picks_tpu_then_workers_then_gpus(strategy, gpus, workers, tpu, expected):
+    assert choose_strategy(strategy, gpus, workers, tpu) == expected
+
+
+def test_tf_config_workers_are_counted_and_bad_tf_config_is_named():
+    cluster = {"cluster": {"chief": ["a:1"], "worker": ["b:2", "c:3"], "ps": ["d:4"]}, "task": {"type": "worker", "index": 0}}
+    import json
+
+    assert cluster_workers({"TF_CONFIG": json.dumps(cluster)}) == 3
+    assert cluster_workers({}) == 0
+    with pytest.raises(SeqtasksError, match=r"TF_CONFIG: not valid JSON"):
+        cluster_workers({"TF_CONFIG": "{cluster"})
+    with pytest.raises(SeqtasksError, match=r"TF_CONFIG: expected a JSON object with a 'cluster' mapping"):
+        cluster_workers({"TF_CONFIG": "[]"})
+
+
+def test_the_same_settings_give_the_same_strategy_object():
+    config = DistributeConfig(strategy="one_device", devices=["/cpu:0"])
+    assert make_strategy(config) is make_strategy(DistributeConfig(strategy="one_device", devices=["/cpu:0"]))
+
+
+def test_devices_with_a_strategy_that_ignores_them_is_a_recipe_error(tmp_path):
+    from seqtasks.errors import RecipeError
+    from seqtasks.recipe import load_recipe
+
+    (tmp_path / "r.yaml").write_text("task: toy\ndistribute:\n  strategy: multi_worker\n  devices: [/gpu:0]\n")
+    with pytest.raises(RecipeError, match=r"r.yaml: distribute.devices: only for 'one_device' and 'mirrored'"):
+        load_recipe(tmp_path / "r.yaml")
+
+
+@pytest.mark.parametrize(
+    "tf_config, chief",
+    [
+        (None, True),
+        ({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}, True),
+        ({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}, False),
+        ({"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "worker", "index": 0}}, False),
+        ({"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "chief", "index": 0}}, True),
+    ],
+)
+def test_only_the_chief_writes_results(tf_config, chief):
+    import json
+
+    from seqtasks.distribute import is_chief
+
+    assert is_chief({} if tf_config is None else {"TF_CONFIG": json.dumps(tf_config)}) is chief
+
+
+def test_a_worker_that_is_not_the_chief_exports_nothing(tmp_path, monkeypatch):
+    import json
+
+    import tensorflow as tf
+
+    from seqtasks.export import export_saved_model
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def serve(self, x):
+            return {"y": x * 2.0}
+
+    module = Module()
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}))
+    assert export_saved_model(module, module.serve, tmp_path / "exports", "m") is None
+    assert not (tmp_path / "exports").exists()
+    monkeypatch.delenv("TF_CONFIG")
+    assert export_saved_model(module, module.serve, tmp_path / "exports", "m") == tmp_path / "exports" / "m" / "1"

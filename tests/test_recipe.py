@@ -42,7 +42,7 @@ def test_set_parses_yaml_scalars_and_lists(tmp_path):
     path = write(tmp_path, "task: toy\n")
     recipe = load_recipe(
         path,
-        ["training.learning_rate=2e-3", "model.encoder.bidirectional=true", "distribute.devices=[/cpu:0]"],
+        ["training.learning_rate=2e-3", "model.encoder.bidirectional=true", "distribute.strategy=mirrored", "distribute.devices=[/cpu:0]"],
     )
     assert recipe.training.learning_rate == 0.002
     assert recipe.model.encoder.bidirectional is True

@@ -153,12 +153,20 @@ class ExportConfig:
 
 @dataclass
 class DistributeConfig:
-    strategy: Literal["auto", "one_device", "mirrored"] = spec(
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "tpu"] = spec(
         "auto",
-        "tf.distribute strategy: 'auto' mirrors over all GPUs when there are several, "
-        "else uses the default strategy.",
+        "tf.distribute strategy. 'auto': TPUStrategy when a TPU is visible (TPU_NAME or a local "
+        "TPU), MultiWorkerMirroredStrategy when TF_CONFIG names more than one worker, "
+        "MirroredStrategy over all GPUs when there are several, else the default strategy. "
+        "training.batch_size is the global batch, split across replicas.",
     )
-    devices: list[str] = spec([], "Devices for 'one_device' (the first) and 'mirrored' (all).")
+    devices: list[str] = spec([], "Devices for 'one_device' (the first) and 'mirrored' (all; empty: every GPU).")
+    tpu: str = spec("", "'tpu': the TPU name or grpc:// address (empty: the local TPU).")
+
+    def check(self):
+        if self.devices and self.strategy in ("auto", "multi_worker", "tpu"):
+            return [("devices", f"only for 'one_device' and 'mirrored'; strategy is {self.strategy!r}")]
+        return []
 
 
 @dataclass

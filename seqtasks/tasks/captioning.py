@@ -323,7 +323,9 @@ def evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, names, inpu
     }
     if recipe.export.enabled:
         server = make_server(model, decode, tokenizer, backbone, image_size)
-        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
     return metrics
 
 

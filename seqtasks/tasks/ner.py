@@ -192,5 +192,7 @@ def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
     }
     if recipe.export.enabled:
         server = make_tagger_server(model, featurizer, tags, recipe.data.max_length)
-        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
     return metrics

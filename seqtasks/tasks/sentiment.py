@@ -177,5 +177,7 @@ def evaluate_and_export(recipe, run_dir, model, tokenizer, validation, labels, n
     }
     if recipe.export.enabled:
         server = make_classifier_server(model, tokenizer, encode, names)
-        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
     return metrics

@@ -97,7 +97,8 @@ def run(recipe, run_dir):
     )
     if recipe.export.enabled:
         server = make_server(model, decode, tokenizer, tokenizer, config.max_length, "output")
-        path = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
-        metrics["export"] = str(path)
+        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
     metrics["seconds"] = round(time.time() - started, 1)
     return metrics

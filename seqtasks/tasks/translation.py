@@ -205,7 +205,9 @@ def evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokeniz
     }
     if recipe.export.enabled:
         server = make_server(model, decode, source_tokenizer, target_tokenizer, config.max_length, "translation")
-        metrics["export"] = str(export_saved_model(server, server.serve, recipe.export.directory, recipe.name))
+        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
     return metrics
 
 
