@@ -109,12 +109,42 @@ def dtype_policy(name):
         keras.config.set_dtype_policy(previous)
 
 
+def _build_before_fit(model, train_data, strategy):
+    """Builds the model, loss, metrics and optimizer from one local batch, before `fit`.
+
+    Keras 3's `fit` would build them by reducing the first distributed batch
+    across workers, which fails under MultiWorkerMirroredStrategy
+    (keras-team/keras#20585); once everything is built that step has nothing
+    left to do, so it is skipped for this model.
+    """
+    with strategy.scope():
+        model._symbolic_build(data_batch=next(iter(train_data)))
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    # Keras then averages each step's logs across workers along axis 0, which
+    # scalars lack; the steps return them as vectors of one.
+    model.train_step = _logs_as_vectors(model.train_step)
+    model.test_step = _logs_as_vectors(model.test_step)
+
+
+def _logs_as_vectors(step):
+    from keras import ops
+
+    def wrapped(data):
+        return {name: ops.reshape(value, (1,)) for name, value in step(data).items()}
+
+    return wrapped
+
+
 def train_model(recipe, run_dir, make_model, compile_model, train_data, validation_data):
     """Builds and compiles under the recipe's strategy, fits, and saves `run_dir/model/model.keras`.
 
     Returns `(model, history, train_seconds)`, the model holding the best weights.
     """
     import time
+
+    import tensorflow as tf
 
     from seqtasks.distribute import make_strategy
     from seqtasks.io_utils import publish_folder
@@ -125,6 +155,8 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
         if not model.built:
             model.build()
         compile_model(model)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        _build_before_fit(model, train_data, strategy)
     started = time.time()
     history = fit(model, train_data, validation_data, recipe.training, run_dir)
     train_seconds = time.time() - started
