@@ -110,22 +110,26 @@ def dtype_policy(name):
 
 
 def _build_before_fit(model, train_data, strategy):
-    """Builds the model, loss, metrics and optimizer from one local batch, before `fit`.
+    """Builds the model, loss, metrics and optimizer from one local batch, before `fit` on several replicas.
 
-    Keras 3's `fit` would build them by reducing the first distributed batch
-    across workers, which fails under MultiWorkerMirroredStrategy
+    Keras 3's `fit` would build them by averaging the first distributed batch
+    over the replicas, which fails when the replicas' shares differ in size
+    (an odd batch) and under MultiWorkerMirroredStrategy
     (keras-team/keras#20585); once everything is built that step has nothing
     left to do, so it is skipped for this model.
     """
+    import tensorflow as tf
+
     with strategy.scope():
         model._symbolic_build(data_batch=next(iter(train_data)))
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
     model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    # Keras then averages each step's logs across workers along axis 0, which
-    # scalars lack; the steps return them as vectors of one.
-    model.train_step = _logs_as_vectors(model.train_step)
-    model.test_step = _logs_as_vectors(model.test_step)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # Keras then averages each step's logs across workers along axis 0,
+        # which scalars lack; the steps return them as vectors of one.
+        model.train_step = _logs_as_vectors(model.train_step)
+        model.test_step = _logs_as_vectors(model.test_step)
 
 
 def _logs_as_vectors(step):
@@ -144,8 +148,6 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
     """
     import time
 
-    import tensorflow as tf
-
     from seqtasks.distribute import make_strategy
     from seqtasks.io_utils import publish_folder
 
@@ -155,7 +157,7 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
         if not model.built:
             model.build()
         compile_model(model)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    if strategy.num_replicas_in_sync > 1:
         _build_before_fit(model, train_data, strategy)
     started = time.time()
     history = fit(model, train_data, validation_data, recipe.training, run_dir)
