@@ -248,6 +248,17 @@ class AttentionDecoder(keras.layers.Layer):
             )
         return state
 
+    @property
+    def flat_state_size(self):
+        """Size of all layers' recurrent states side by side (`unflatten_state`'s input)."""
+        return self.units * self._states_per_layer * self.num_layers
+
+    def unflatten_state(self, vector):
+        """`(batch, flat_state_size)` -> the per-layer `initial_state` format of `call`."""
+        n, units = self._states_per_layer, self.units
+        pieces = [vector[:, i * units : (i + 1) * units] for i in range(n * self.num_layers)]
+        return [pieces[i * n : (i + 1) * n] for i in range(self.num_layers)]
+
     def _layer_states(self, state):
         n = self._states_per_layer
         return [list(state[i * n : (i + 1) * n]) for i in range(self.num_layers)]

@@ -108,9 +108,8 @@ class ImageCaptioner(keras.Model):
             ]
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, dtype=self.dtype_policy, name="embedding")
         self.decoder_layer = AttentionDecoder(**self.decoder, dtype=self.dtype_policy, name="decoder")
-        per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
         self.init_state_dense = keras.layers.Dense(
-            self.decoder_layer.units * per_layer * self.decoder_layer.num_layers,
+            self.decoder_layer.flat_state_size,
             activation="tanh",
             dtype=self.dtype_policy,
             name="init_state",
@@ -167,11 +166,7 @@ class ImageCaptioner(keras.Model):
         return None
 
     def _initial_state(self, grid):
-        projected = self.init_state_dense(ops.mean(grid, axis=1))
-        units = self.decoder_layer.units
-        per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
-        pieces = [projected[:, i * units : (i + 1) * units] for i in range(per_layer * self.decoder_layer.num_layers)]
-        return [pieces[i * per_layer : (i + 1) * per_layer] for i in range(self.decoder_layer.num_layers)]
+        return self.decoder_layer.unflatten_state(self.init_state_dense(ops.mean(grid, axis=1)))
 
     def _decode_sequence(self, images, target_ids, training):
         grid = self.grid(images, training=training)

@@ -8,6 +8,21 @@ from seqtasks.layers import AttentionDecoder, StackedRNN
 PAD_ID = 0
 
 
+def decoder_arguments(decoder_config, attention_config, seed=None, **extra):
+    """`AttentionDecoder` arguments from a recipe's `DecoderConfig` and `AttentionConfig` sections."""
+    arguments = dataclasses.asdict(decoder_config)
+    arguments.update(
+        attention=attention_config.type,
+        score=attention_config.score,
+        attention_units=attention_config.units,
+        normalize=attention_config.normalize,
+        scale=attention_config.scale,
+        seed=seed,
+        **extra,
+    )
+    return arguments
+
+
 @keras.saving.register_keras_serializable(package="seqtasks")
 class Seq2Seq(keras.Model):
     """An attention encoder-decoder over token ids.
@@ -73,9 +88,8 @@ class Seq2Seq(keras.Model):
         self.decoder_layer = AttentionDecoder(**self.decoder, dtype=self.dtype_policy, name="decoder")
         self.bridge_dense = None
         if bridge == "dense":
-            per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
             self.bridge_dense = keras.layers.Dense(
-                self.decoder_layer.units * per_layer * self.decoder_layer.num_layers,
+                self.decoder_layer.flat_state_size,
                 activation="tanh",
                 dtype=self.dtype_policy,
                 name="bridge",
@@ -86,23 +100,12 @@ class Seq2Seq(keras.Model):
     @classmethod
     def from_recipe(cls, model_config, source_vocab_size, target_vocab_size, seed=None):
         """Builds the model from a recipe's `Seq2SeqModelConfig`."""
-        encoder = dataclasses.asdict(model_config.encoder)
-        decoder = dataclasses.asdict(model_config.decoder)
-        attention = model_config.attention
-        decoder.update(
-            attention=attention.type,
-            score=attention.score,
-            attention_units=attention.units,
-            normalize=attention.normalize,
-            scale=attention.scale,
-            seed=seed,
-        )
         return cls(
             source_vocab_size,
             target_vocab_size,
             embedding_dim=model_config.embedding_dim,
-            encoder=encoder,
-            decoder=decoder,
+            encoder=dataclasses.asdict(model_config.encoder),
+            decoder=decoder_arguments(model_config.decoder, model_config.attention, seed),
             bridge=model_config.bridge,
         )
 
@@ -123,14 +126,7 @@ class Seq2Seq(keras.Model):
             return None
         if self.bridge == "dense":
             flat = ops.concatenate([s for layer in encoder_states for s in layer], axis=-1)
-            projected = self.bridge_dense(flat)
-            units = self.decoder_layer.units
-            per_layer = 2 if self.decoder_layer.cell_type == "lstm" else 1
-            pieces = [
-                projected[:, i * units : (i + 1) * units]
-                for i in range(per_layer * self.decoder_layer.num_layers)
-            ]
-            return [pieces[i * per_layer : (i + 1) * per_layer] for i in range(self.decoder_layer.num_layers)]
+            return self.decoder_layer.unflatten_state(self.bridge_dense(flat))
         if not self.encoder_layer.bidirectional:
             return encoder_states
         half = self.encoder_layer.states_per_layer // 2

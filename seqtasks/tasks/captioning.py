@@ -127,26 +127,14 @@ def _examples(split, cleaned, tokenizer, max_length):
 
 
 def build_model(recipe, vocab_size, input_shape, grid_head=None):
-    import dataclasses
-
     from seqtasks.models import ImageCaptioner
+    from seqtasks.models.seq2seq import decoder_arguments
 
     config = recipe.model
-    attention = config.attention
-    decoder = dataclasses.asdict(config.decoder)
-    decoder.update(
-        attention=attention.type,
-        score=attention.score,
-        attention_units=attention.units,
-        normalize=attention.normalize,
-        scale=attention.scale,
-        gate=config.gate,
-        seed=recipe.seed,
-    )
     model = ImageCaptioner(
         vocab_size,
         embedding_dim=config.embedding_dim,
-        decoder=decoder,
+        decoder=decoder_arguments(config.decoder, config.attention, recipe.seed, gate=config.gate),
         image_encoder=list(config.backbone.filters) if config.backbone.type == "cnn" else None,
         grid_head=grid_head,
         feature_dropout=config.feature_dropout,
