@@ -65,19 +65,34 @@ def main():
     type=click.Path(file_okay=False),
     help="Where run folders are made: DIR/<recipe name>/<timestamp>/.",
 )
-def run(recipe, overrides, output_dir):
-    """Train, evaluate and export the task described by RECIPE (a file or a built-in name)."""
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start a new run folder even where an unfinished run of the same recipe could be resumed.",
+)
+def run(recipe, overrides, output_dir, fresh):
+    """Train, evaluate and export the task described by RECIPE (a file or a built-in name).
+
+    A run that was stopped before it finished (killed, preempted) is resumed
+    from its last checkpoint when the same command is given again.
+    """
     from seqtasks.distribute import make_strategy
     from seqtasks.io_utils import make_run_dir, write_json_atomic, write_text_atomic
     from seqtasks.recipe import dump_recipe, load_recipe
+    from seqtasks.run_folders import unfinished_run
     from seqtasks.tasks import TASKS
 
     try:
         loaded = load_recipe(resolve_recipe(recipe), overrides)
         # Before any other TensorFlow work: multi-worker collectives are configured at start-up.
         make_strategy(loaded.distribute)
-        run_dir = make_run_dir(output_dir, loaded.name, time.strftime("%Y%m%d-%H%M%S"))
-        write_text_atomic(run_dir / "recipe.yaml", dump_recipe(loaded))
+        recipe_text = dump_recipe(loaded)
+        run_dir = None if fresh else unfinished_run(output_dir, loaded.name, recipe_text)
+        if run_dir is not None:
+            click.echo(f"Resuming the unfinished run in {run_dir} (--fresh starts a new one)")
+        else:
+            run_dir = make_run_dir(output_dir, loaded.name, time.strftime("%Y%m%d-%H%M%S"))
+            write_text_atomic(run_dir / "recipe.yaml", recipe_text)
         click.echo(f"Run folder: {run_dir}")
         metrics = TASKS[loaded.task].load_runner()(loaded, run_dir)
         write_json_atomic(run_dir / "metrics.json", metrics)

@@ -40,6 +40,14 @@ def is_chief(environ=None):
     return task.get("type") == "worker" and task.get("index", 0) == 0
 
 
+def worker_name(environ=None):
+    """This process's role in a `TF_CONFIG` cluster, like `worker:1`; empty outside a cluster."""
+    if cluster_workers(environ) <= 1:
+        return ""
+    task = json.loads((os.environ if environ is None else environ)["TF_CONFIG"]).get("task") or {}
+    return f"{task.get('type', 'worker')}:{task.get('index', 0)}"
+
+
 def choose_strategy(strategy, gpus, workers, tpu):
     """The strategy `auto` means here: `tpu`, `multi_worker`, `mirrored` or `default`; others as asked."""
     if strategy != "auto":
@@ -101,6 +109,25 @@ def _tpu_strategy(address):
         where = f"at {address!r}" if address else "(distribute.tpu is empty: the local one)"
         raise SeqtasksError(f"distribute.strategy: no TPU {where}: {error}") from None
     return tf.distribute.TPUStrategy(resolver)
+
+
+def replicas_in_step():
+    """How many replicas run the step being traced: 1 outside a `tf.distribute` step and under other backends."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return 1
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
+
+
+def mean_over_replicas(value):
+    """`value` averaged over the replicas of the `tf.distribute` step being traced (all replicas get the mean)."""
+    import tensorflow as tf
+
+    return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, value)
 
 
 def shard_by_data(dataset):

@@ -57,7 +57,13 @@ def publish_folder(write, destination):
         # mkdtemp makes the folder private; servers often run as another user.
         os.chmod(staging, 0o777 & ~_umask())
         write(str(staging))
+        previous = None
+        if destination.is_dir():  # a resumed run publishes its model again
+            previous = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.old-"))
+            os.replace(destination, previous)
         os.replace(staging, destination)
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
         raise SeqtasksError(

@@ -35,3 +35,19 @@ class SmoothedSparseCrossentropy(keras.losses.Loss):
         config = super().get_config()
         config["label_smoothing"] = self.label_smoothing
         return config
+
+
+def replica_share(count):
+    """`count` over its mean across the replicas of the training step; 1 outside a multi-replica step.
+
+    Keras averages the replicas' losses, each a mean over the replica's own
+    real tokens. A replica whose loss is multiplied by its share of the tokens
+    weighs in by that share, so the step's loss and gradients are the mean
+    over every real token of the global batch, as on one device.
+    """
+    from seqtasks.distribute import mean_over_replicas, replicas_in_step
+
+    if replicas_in_step() == 1:
+        return 1.0
+    count = ops.cast(count, "float32")
+    return count / ops.maximum(mean_over_replicas(count), 1.0)

@@ -1,83 +1,107 @@
 """Optimizer, callbacks and the `fit` call shared by every task."""
 
 import contextlib
+import warnings
 from pathlib import Path
 
 
 def make_optimizer(config):
-    import keras
+    from seqtasks import optimizers
 
     classes = {
-        "adam": keras.optimizers.Adam,
-        "adamw": keras.optimizers.AdamW,
-        "sgd": keras.optimizers.SGD,
-        "rmsprop": keras.optimizers.RMSprop,
+        "adam": optimizers.Adam,
+        "adamw": optimizers.AdamW,
+        "sgd": optimizers.SGD,
+        "rmsprop": optimizers.RMSprop,
     }
     return classes[config.optimizer](learning_rate=config.learning_rate, clipnorm=config.clipnorm)
 
 
-def _time_limit(minutes):
-    import time
-
+def _time_limit(minutes, checkpoints):
     import keras
 
     class TimeLimit(keras.callbacks.Callback):
-        """Stops training once `minutes` have passed, checked after every batch."""
-
-        def on_train_begin(self, logs=None):
-            self.deadline = time.monotonic() + 60.0 * minutes
+        """Stops training once `minutes` of training time have passed, a resumed run's earlier time included."""
 
         def on_train_batch_end(self, batch, logs=None):
-            if time.monotonic() > self.deadline:
+            if checkpoints.train_seconds > 60.0 * minutes:
                 self.model.stop_training = True
 
     return TimeLimit()
 
 
-def fit(model, train_data, validation_data, config, run_dir):
-    """Trains with `model.fit`, logging to TensorBoard and keeping the best weights.
+def fit(model, train_data, validation_data, config, run_dir, state=None):
+    """Trains with `model.fit`, with checkpoints to resume from, logging to TensorBoard; keeps the best weights.
 
-    The weights with the best `config.monitor` value (the lowest validation
-    loss by default; the highest accuracy for an accuracy) are saved under
-    `run_dir/checkpoints/` and restored into the model before returning the
-    Keras history, with `batches_seen`, the training steps run.
+    `state` is the restored state of a resumed run (see
+    `seqtasks.checkpoints.restore`): training goes on from the epoch and
+    batch it names, with its history, best value, early-stopping count and
+    training time; a state whose training had ended trains no further. The
+    weights with the best `config.monitor` value (the lowest validation loss
+    by default; the highest accuracy for an accuracy) are restored into the
+    model before returning the Keras history of the whole run, with
+    `batches_seen`, the training steps run, and `train_seconds`.
     """
     import keras
 
+    from seqtasks.checkpoints import BEST_FILE, TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
     run_dir = Path(run_dir)
     mode = "min" if config.monitor.endswith("loss") else "max"
-    best = run_dir / "checkpoints" / "best.weights.h5"
-    best.parent.mkdir(parents=True, exist_ok=True)
-    counter = keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: setattr(counter, "count", counter.count + 1)
-    )
-    counter.count = 0
-    callbacks = [
-        counter,
-        keras.callbacks.ModelCheckpoint(
-            str(best), monitor=config.monitor, mode=mode, save_best_only=True, save_weights_only=True
-        ),
-        keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs")),
-    ]
-    if config.max_minutes is not None:
-        callbacks.append(_time_limit(config.max_minutes))
+    callbacks = []
+    early_stopping = None
     if config.early_stopping_patience is not None:
-        callbacks.append(
-            keras.callbacks.EarlyStopping(
-                monitor=config.monitor, mode=mode, patience=config.early_stopping_patience
-            )
+        early_stopping = keras.callbacks.EarlyStopping(
+            monitor=config.monitor, mode=mode, patience=config.early_stopping_patience
         )
-    history = model.fit(
-        train_data,
-        validation_data=validation_data,
-        epochs=config.epochs,
-        callbacks=callbacks,
-        shuffle=False,  # the datasets shuffle themselves
-        verbose=2,
+        callbacks.append(early_stopping)
+    checkpoints = TrainingCheckpoints(
+        run_dir / "checkpoints",
+        config.checkpoint_every_steps,
+        config.keep_checkpoints,
+        config.monitor,
+        mode,
+        training_position(),
+        state=state,
+        early_stopping=early_stopping,
     )
+    callbacks += [checkpoints, keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs"))]
+    if config.max_minutes is not None:
+        callbacks.append(_time_limit(config.max_minutes, checkpoints))
+    history = keras.callbacks.History()
+
+    def fit_until(epochs):
+        with warnings.catch_warnings():
+            # Keras warns whenever data of unknown length ends an epoch, which is how every epoch here ends.
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            return model.fit(
+                train_data,
+                validation_data=validation_data,
+                initial_epoch=checkpoints.epoch,
+                epochs=epochs,
+                callbacks=callbacks,
+                shuffle=False,  # the datasets shuffle themselves
+                verbose=2,
+            )
+
+    if state is None or not state["done"]:
+        if checkpoints.batches_done:
+            # The rest of the interrupted epoch on its own: Keras takes the first epoch's
+            # length for every later one when the data's length is unknown.
+            history = fit_until(checkpoints.epoch + 1)
+        if not model.stop_training and checkpoints.epoch < config.epochs:
+            history = fit_until(config.epochs)
+        checkpoints.save(done=True)
+        train_seconds = checkpoints.train_seconds
+    else:
+        train_seconds = state["train_seconds"]
+    best = run_dir / "checkpoints" / BEST_FILE
     if best.exists():  # absent only when no epoch had a finite monitored value
         model.load_weights(str(best))
-    history.batches_seen = counter.count
+    history.history = checkpoints.history
+    history.batches_seen = checkpoints.steps
+    history.train_seconds = train_seconds
     return history
 
 
@@ -125,11 +149,32 @@ def _build_before_fit(model, train_data, strategy):
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
     model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    model._loss_tracker.update_state = _weighted_by_global_batch(model._loss_tracker.update_state)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         # Keras then averages each step's logs across workers along axis 0,
         # which scalars lack; the steps return them as vectors of one.
         model.train_step = _logs_as_vectors(model.train_step)
         model.test_step = _logs_as_vectors(model.test_step)
+
+
+def _weighted_by_global_batch(update_state):
+    """Has the logged loss averaged as on one device: each replica's loss weighs in equally.
+
+    Keras weighs each replica's loss by the replica's share of the batch, but
+    the losses (see `seqtasks.losses.replica_share`) are already parts of the
+    global mean, so a replica's value must count equally: every replica is
+    given the mean share as its weight.
+    """
+    from keras import ops
+
+    from seqtasks.distribute import mean_over_replicas, replicas_in_step
+
+    def update(values, sample_weight=None):
+        if sample_weight is not None and replicas_in_step() > 1:
+            sample_weight = mean_over_replicas(ops.cast(sample_weight, "float32"))
+        return update_state(values, sample_weight=sample_weight)
+
+    return update
 
 
 def _logs_as_vectors(step):
@@ -144,10 +189,11 @@ def _logs_as_vectors(step):
 def train_model(recipe, run_dir, make_model, compile_model, train_data, validation_data):
     """Builds and compiles under the recipe's strategy, fits, and saves `run_dir/model/model.keras`.
 
-    Returns `(model, history, train_seconds)`, the model holding the best weights.
+    A run folder with a checkpoint resumes from it. Returns `(model, history,
+    train_seconds)`, the model holding the best weights; `train_seconds`
+    includes the time trained before a resumption.
     """
-    import time
-
+    from seqtasks import checkpoints
     from seqtasks.distribute import make_strategy
     from seqtasks.io_utils import publish_folder
 
@@ -159,8 +205,10 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
         compile_model(model)
     if strategy.num_replicas_in_sync > 1:
         _build_before_fit(model, train_data, strategy)
-    started = time.time()
-    history = fit(model, train_data, validation_data, recipe.training, run_dir)
-    train_seconds = time.time() - started
+    with strategy.scope():
+        state = checkpoints.restore(model, Path(run_dir) / "checkpoints")
+    if state is not None:
+        print(f"Resuming from step {state['steps']} (epoch {state['epoch'] + 1}, batch {state['batches_done']})")
+    history = fit(model, train_data, validation_data, recipe.training, run_dir, state)
     publish_folder(lambda folder: model.save(f"{folder}/model.keras"), Path(run_dir) / "model")
-    return model, history, train_seconds
+    return model, history, history.train_seconds

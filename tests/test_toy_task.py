@@ -90,3 +90,24 @@ def test_a_second_export_is_the_next_version(toy_run, tmp_path):
     )
     assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]
     assert (exports / "toy" / "1" / "saved_model.pb").read_bytes() == before
+
+
+def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(tmp_path):
+    from click.testing import CliRunner
+
+    from seqtasks.cli import main
+
+    overrides = ["data.train_size=64", "data.validation_size=16", "training.epochs=1", "export.enabled=false"]
+    run_dir, _ = run_recipe("toy", tmp_path, *overrides)
+    first = json.loads((run_dir / "metrics.json").read_text())
+    # As if killed after training, before the metrics were written: training is not redone.
+    (run_dir / "metrics.json").unlink()
+    again, output = run_recipe("toy", tmp_path, *overrides)
+    assert again == run_dir and f"Resuming the unfinished run in {run_dir}" in output
+    assert "Resuming from step 1 (epoch 2, batch 0)" in output and "Epoch 1/1" not in output
+    assert json.loads((run_dir / "metrics.json").read_text())["validation"] == first["validation"]
+    args = ["run", "toy", "--output-dir", str(tmp_path), "--fresh"] + [a for o in overrides for a in ("--set", o)]
+    (run_dir / "metrics.json").unlink()
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0 and "Resuming" not in result.output
+    assert len(list((tmp_path / "toy").iterdir())) == 2

@@ -2,21 +2,76 @@
 
 from seqtasks.distribute import shard_by_data
 
+_POSITION = []
+
+
+class TrainingPosition:
+    """Where training is in its data: the epoch, and how many of that epoch's batches are already done.
+
+    Training pipelines read both when each epoch's iterator is made: the
+    epoch picks the shuffle order, and a resumed run skips the batches it
+    had trained on before it was stopped. The process has one position,
+    which `fit` moves (see `seqtasks.checkpoints`).
+    """
+
+    def __init__(self):
+        import tensorflow as tf
+
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.batches_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches_done")
+
+    def start_epoch(self, epoch, batches_done=0):
+        self.epoch.assign(epoch)
+        self.batches_done.assign(batches_done)
+
+
+def training_position():
+    """The process's `TrainingPosition`, made outside any distribution strategy on first use."""
+    if not _POSITION:
+        import tensorflow as tf
+
+        with tf.init_scope():
+            _POSITION.append(TrainingPosition())
+    return _POSITION[0]
+
+
+def epoch_ordered(data, size, seed, batches):
+    """`batches(data)`, shuffled in an order set by `seed` and the training epoch, less the batches done.
+
+    `size` is the number of elements (the shuffle buffer holds them all). A
+    run resumed mid-epoch so sees the rest of that epoch's batches in the
+    order the stopped run would have.
+    """
+    import tensorflow as tf
+
+    position = training_position()
+
+    def epoch(_):
+        order = tf.constant(seed, tf.int64) * 1_000_003 + position.epoch.read_value()
+        shuffled = data.shuffle(size, seed=order, reshuffle_each_iteration=False)
+        return batches(shuffled).skip(position.batches_done.read_value())
+
+    return tf.data.Dataset.from_tensors(0).flat_map(epoch)
+
 
 def bucketed_batches(data, size, length_fn, boundaries, batch_size, shuffle_seed=None, padding_values=None):
     """Caches `data`, shuffles it when `shuffle_seed` is set, and pads batches of similar length.
 
-    `size` is the number of elements (the shuffle buffer holds them all);
-    `length_fn(*element)` gives the length buckets are chosen by. Batches are
-    global batches; under a multi-worker strategy each worker keeps its share.
+    `size` is the number of elements; `length_fn(*element)` gives the length
+    buckets are chosen by. With a `shuffle_seed` the order follows the
+    training position (`epoch_ordered`). Batches are global batches; under a
+    multi-worker strategy each worker keeps its share.
     """
     data = data.cache()
-    if shuffle_seed is not None:
-        data = data.shuffle(size, seed=shuffle_seed, reshuffle_each_iteration=True)
-    data = data.bucket_by_sequence_length(
-        length_fn,
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-        padding_values=padding_values,
-    )
-    return shard_by_data(data)
+
+    def batches(elements):
+        return elements.bucket_by_sequence_length(
+            length_fn,
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            padding_values=padding_values,
+        )
+
+    if shuffle_seed is None:
+        return shard_by_data(batches(data))
+    return shard_by_data(epoch_ordered(data, size, shuffle_seed, batches))

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionDecoder
+from seqtasks.losses import replica_share
 
 PAD_ID = 0
 
@@ -184,6 +185,10 @@ class ImageCaptioner(keras.Model):
         if training and self.attention_penalty > 0.0:
             self.add_loss(self.attention_penalty * attention_coverage_penalty(weights, target_ids))
         return self.output_dense(outputs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")))
 
     def attention(self, images, target_input_ids):
         """Attention weights `(batch, T, L)` while reading the given captions (inference mode)."""

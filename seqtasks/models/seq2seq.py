@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionDecoder, StackedRNN
+from seqtasks.losses import replica_share
 
 PAD_ID = 0
 
@@ -153,6 +154,10 @@ class Seq2Seq(keras.Model):
             training=training,
         )
         return self.output_dense(outputs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")))
 
     def attention(self, source_ids, target_input_ids):
         """Attention weights `(batch, Tt, Ts)` while reading the given target (inference mode).

@@ -3,7 +3,9 @@ import dataclasses
 import keras
 from keras import ops
 
+from seqtasks.distribute import replicas_in_step
 from seqtasks.layers import CRF, CharacterCNN, StackedRNN
+from seqtasks.losses import replica_share
 
 PAD_ID, UNK_ID = 0, 1
 CASING_CLASSES = 6
@@ -146,16 +148,21 @@ class SequenceTagger(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mask = ops.not_equal(ops.cast(x["words"], "int32"), PAD_ID)
+        # On several replicas each mean is weighted by the replica's share of the sentences or
+        # tokens, and divided by the replica count as Keras losses are, since the replicas'
+        # gradients are summed: the step then averages over the whole global batch.
         if self.crf is not None:
-            loss = -ops.mean(self.crf.log_likelihood(y_pred, y, mask))
+            log_likelihood = self.crf.log_likelihood(y_pred, y, mask)
+            loss = -ops.mean(log_likelihood) * replica_share(ops.shape(log_likelihood)[0])
         else:
             weights = ops.cast(mask, "float32")
             per_token = keras.losses.sparse_categorical_crossentropy(y, ops.cast(y_pred, "float32"), from_logits=True)
-            loss = ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
+            count = ops.sum(weights)
+            loss = ops.sum(per_token * weights) / ops.maximum(count, 1.0) * replica_share(count)
         losses = self.losses
         if losses:
             loss = loss + ops.sum(losses)
-        return loss
+        return loss / replicas_in_step()
 
     def get_config(self):
         config = super().get_config()

@@ -135,6 +135,15 @@ class TrainingConfig:
         None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01
     )
     label_smoothing: float = spec(0.0, "Label smoothing of the cross-entropy.", min=0.0, below=1.0)
+    checkpoint_every_steps: Optional[int] = spec(
+        500,
+        "Save a checkpoint (weights, optimizer, position in the data) every this many steps, as well as "
+        "at each epoch's end; a killed run resumes from the last one (null: at epochs' ends only).",
+        min=1,
+    )
+    keep_checkpoints: int = spec(
+        2, "Step checkpoints kept, the newest; the best weights are kept apart in checkpoints/best.weights.h5.", min=1
+    )
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = spec(
         "float32",
         "Keras dtype policy of the model: mixed policies compute in 16 bits and keep variables, "

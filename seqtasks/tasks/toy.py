@@ -36,11 +36,15 @@ def make_examples(config, count, rng):
 def _dataset(arrays, batch_size, shuffle_seed=None):
     import tensorflow as tf
 
+    from seqtasks.data.batching import epoch_ordered
+
     source, target_in, target_out = arrays
     data = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out))
-    if shuffle_seed is not None:
-        data = data.shuffle(len(source), seed=shuffle_seed, reshuffle_each_iteration=True)
-    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    if shuffle_seed is None:
+        data = data.batch(batch_size)
+    else:
+        data = epoch_ordered(data, len(source), shuffle_seed, lambda elements: elements.batch(batch_size))
+    return data.prefetch(tf.data.AUTOTUNE)
 
 
 def evaluate(predictions, target_out):
