@@ -81,6 +81,7 @@ class TrainingCheckpoints(keras.callbacks.Callback):
         self.saved = state.get("checkpoints", [])
         self.early_stopping_state = state.get("early_stopping")
         self.started = None
+        self.first_step_seconds = None
         self.directory.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -102,6 +103,8 @@ class TrainingCheckpoints(keras.callbacks.Callback):
         self.position.start_epoch(epoch, self.batches_done)
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.first_step_seconds is None:
+            self.first_step_seconds = round(time.monotonic() - self.started, 2)
         self.batches_done += 1
         self.steps += 1
         if self.every_steps and self.steps % self.every_steps == 0:

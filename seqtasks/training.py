@@ -102,6 +102,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     history.history = checkpoints.history
     history.batches_seen = checkpoints.steps
     history.train_seconds = train_seconds
+    history.first_step_seconds = checkpoints.first_step_seconds
     return history
 
 
@@ -112,6 +113,8 @@ def fit_metrics(task, history, train_seconds, model):
         "history": {key: [float(v) for v in values] for key, values in history.history.items()},
         "epochs_run": len(history.history["loss"]),
         "train_seconds": round(train_seconds, 1),
+        # From the start of `fit` to the end of its first step: tracing, compiling, the first batch.
+        "first_step_seconds": history.first_step_seconds,
         "parameters": int(model.count_params()),
     }
 

@@ -58,7 +58,7 @@ def ner(overrides):
 results = {}
 for name, setup, extra in [
     ("translation", translation, []),
-    ("ner", ner, ["model.output=softmax"]),  # a mean over tokens; the CRF's is over sentences, which split evenly
+    ("ner", ner, ["model.output=softmax"]),  # the CRF tagger weighs its mean over sentences the same way
 ]:
     initial, trained = None, {}
     for label, overrides in STRATEGIES.items():

@@ -1,0 +1,1 @@
+"""The seqtasks benchmark suite: `python -m benchmarks` (see `benchmarks/__main__.py`)."""

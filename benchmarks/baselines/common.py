@@ -1,0 +1,115 @@
+"""What the two baselines share: the seqtasks run's data and subwords, a time budget, BLEU."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
+
+
+def load_run_data(run_dir):
+    """`(recipe, train_pairs, validation_pairs, source_tokenizer, target_tokenizer)` of a translation run folder."""
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks.translation import _load_pairs
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer
+
+    run_dir = Path(run_dir)
+    recipe = load_recipe(run_dir / "recipe.yaml")
+    train, validation = _load_pairs(recipe)
+    tokenizers = [
+        SubwordTokenizer((run_dir / name).read_text(encoding="utf-8").splitlines(), recipe.data.lower_case)
+        for name in ("source_vocab.txt", "target_vocab.txt")
+    ]
+    return recipe, train, validation, *tokenizers
+
+
+def tokenized_rows(pairs, source_tokenizer, target_tokenizer, max_length):
+    """Id lists `(source, target with [START] and [END])`, pairs longer than `max_length` left out, as seqtasks does."""
+    import tensorflow as tf
+
+    sources = source_tokenizer.tokenize(tf.constant([s for s, _ in pairs])).to_list()
+    targets = target_tokenizer.tokenize(tf.constant([t for _, t in pairs])).to_list()
+    return [
+        (s, [START_ID] + t + [END_ID])
+        for s, t in zip(sources, targets)
+        if 0 < len(s) <= max_length and len(t) + 1 <= max_length
+    ]
+
+
+def pad(rows, width):
+    out = np.full((len(rows), width), PAD_ID, np.int32)
+    for index, row in enumerate(rows):
+        out[index, : len(row)] = row[:width]
+    return out
+
+
+class Budget:
+    """Training time against a budget; `first_step_seconds` is the time to the end of the first step."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.started = time.perf_counter()
+        self.first_step_seconds = None
+        self.stopped = None
+        self.tokens = 0
+        self.steps = 0
+
+    def step_done(self, tokens):
+        """Counts a step of `tokens` target tokens; False once the budget is spent (the clock then stops)."""
+        if self.first_step_seconds is None:
+            self.first_step_seconds = time.perf_counter() - self.started
+        self.tokens += int(tokens)
+        self.steps += 1
+        if self.elapsed < self.seconds:
+            return True
+        self.stopped = time.perf_counter()
+        return False
+
+    @property
+    def elapsed(self):
+        return (self.stopped or time.perf_counter()) - self.started
+
+
+def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokenizer, max_length, batch_size=64):
+    """Greedy-decodes the validation sources in length-sorted batches: `(bleu, sentences_per_second)`."""
+    import sacrebleu
+    import tensorflow as tf
+
+    from seqtasks.tasks.translation import _normalize_reference
+
+    sources = [row[:max_length] for row in source_tokenizer.tokenize(tf.constant([s for s, _ in validation_pairs])).to_list()]
+    order = np.argsort([len(row) for row in sources], kind="stable")
+    outputs = [None] * len(sources)
+    started = time.perf_counter()
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        ids = decode_batch(pad([sources[i] for i in chunk], max(1, max(len(sources[i]) for i in chunk))))
+        for index, row in zip(chunk, ids):
+            outputs[index] = row
+    seconds = time.perf_counter() - started
+    width = max(len(row) for row in outputs)
+    texts = [t.decode() for t in target_tokenizer.detokenize(pad(outputs, width)).numpy()]
+    references = [_normalize_reference(t, True) for _, t in validation_pairs]
+    return sacrebleu.BLEU().corpus_score(texts, [references]).score, len(sources) / seconds
+
+
+def result(budget, bleu, sentences_per_second, parameters):
+    import resource
+
+    return {
+        "train_target_tokens_per_second": budget.tokens / budget.elapsed,
+        "train_steps": budget.steps,
+        "train_seconds": budget.elapsed,
+        "first_step_seconds": budget.first_step_seconds,
+        "bleu_greedy": bleu,
+        "greedy_sentences_per_second": sentences_per_second,
+        "parameters": parameters,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def end_mask(ids):
+    """Zeroes every id after the first [END] (kept) in each row."""
+    ended = np.cumsum(ids == END_ID, axis=1) - (ids == END_ID)
+    return np.where(ended > 0, PAD_ID, ids)
