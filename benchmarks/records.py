@@ -61,6 +61,8 @@ def merge(path, machine, date, records):
 def _cell(value):
     if value is None:
         return ""
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1000:
+        value = int(value)
     return f"{value:,}" if isinstance(value, (int, float)) else str(value)
 
 
