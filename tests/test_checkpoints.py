@@ -1,28 +1,13 @@
 import dataclasses
 import json
 
-import keras
-import numpy as np
 import pytest
+from test_training import _data, _model
 
 from seqtasks.checkpoints import read_state
 from seqtasks.recipe.schema import TrainingConfig
 from seqtasks.run_folders import unfinished_run
-from seqtasks.training import fit, make_optimizer
-
-
-def _model():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-    model.compile(optimizer=make_optimizer(TrainingConfig(learning_rate=0.01)), loss="mse")
-    return model
-
-
-def _data(batches):
-    import tensorflow as tf
-
-    x = np.random.default_rng(0).normal(size=(batches * 8, 4)).astype("float32")
-    return tf.data.Dataset.from_tensor_slices((x, x.sum(1, keepdims=True))).batch(8)
+from seqtasks.training import fit
 
 
 def test_checkpoints_every_n_steps_keep_the_newest_and_record_the_state(tmp_path):

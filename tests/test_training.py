@@ -8,6 +8,7 @@ from seqtasks.training import fit, make_optimizer
 
 
 def _model():
+    keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer=make_optimizer(TrainingConfig(learning_rate=0.01)), loss="mse")
     return model
