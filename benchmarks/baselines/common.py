@@ -71,7 +71,7 @@ class Budget:
         return (self.stopped or time.perf_counter()) - self.started
 
 
-def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokenizer, max_length, batch_size=64):
+def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokenizer, max_length, lower_case, batch_size=64):
     """Greedy-decodes the validation sources in length-sorted batches: `(bleu, sentences_per_second)`."""
     import sacrebleu
     import tensorflow as tf
@@ -90,7 +90,7 @@ def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokeniz
     seconds = time.perf_counter() - started
     width = max(len(row) for row in outputs)
     texts = [t.decode() for t in target_tokenizer.detokenize(pad(outputs, width)).numpy()]
-    references = [_normalize_reference(t, True) for _, t in validation_pairs]
+    references = [_normalize_reference(t, lower_case) for _, t in validation_pairs]
     return sacrebleu.BLEU().corpus_score(texts, [references]).score, len(sources) / seconds
 
 

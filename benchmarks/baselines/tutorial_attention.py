@@ -105,7 +105,7 @@ def main(run_dir, seconds, out):
     recipe, train, validation, source_tokenizer, target_tokenizer = common.load_run_data(run_dir)
     config = recipe.data
     keras.utils.set_random_seed(recipe.seed)
-    rows = common.tokenized_rows(train, source_tokenizer, target_tokenizer, config.max_length)
+    rows = common.tokenized_rows(train, source_tokenizer, target_tokenizer, config.max_length, config.lower_case)
     units, batch_size = recipe.model.decoder.units, recipe.training.batch_size
     model = Translator(source_tokenizer.vocab_size, target_tokenizer.vocab_size, units)
     model.compile(optimizer=keras.optimizers.Adam(), loss=masked_loss)
@@ -121,7 +121,12 @@ def main(run_dir, seconds, out):
     model.fit(data, epochs=1, steps_per_epoch=10**7, callbacks=[StopAtBudget()], verbose=0)
     max_length = recipe.model.decoding.max_length
     bleu, speed = common.greedy_bleu(
-        lambda source: greedy(model, source, max_length), validation, source_tokenizer, target_tokenizer, config.max_length
+        lambda source: greedy(model, source, max_length),
+        validation,
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        config.lower_case,
     )
     with open(out, "w") as handle:
         json.dump(common.result(budget, bleu, speed, model.count_params()), handle)

@@ -63,7 +63,7 @@ def main(run_dir, seconds, out):
     recipe, train, validation, source_tokenizer, target_tokenizer = common.load_run_data(run_dir)
     config = recipe.data
     keras.utils.set_random_seed(recipe.seed)
-    rows = common.tokenized_rows(train, source_tokenizer, target_tokenizer, config.max_length)
+    rows = common.tokenized_rows(train, source_tokenizer, target_tokenizer, config.max_length, config.lower_case)
     embedding_dim, units = recipe.model.embedding_dim, recipe.model.decoder.units
     batch_size = recipe.training.batch_size
     encoder = Encoder(source_tokenizer.vocab_size, embedding_dim, units)
@@ -115,7 +115,7 @@ def main(run_dir, seconds, out):
             ids = tf.constant(next_ids[:, None])
         return common.end_mask(np.stack(outputs, axis=1))
 
-    bleu, speed = common.greedy_bleu(greedy, validation, source_tokenizer, target_tokenizer, config.max_length)
+    bleu, speed = common.greedy_bleu(greedy, validation, source_tokenizer, target_tokenizer, config.max_length, config.lower_case)
     parameters = encoder.count_params() + decoder.count_params()
     with open(out, "w") as handle:
         json.dump(common.result(budget, bleu, speed, parameters), handle)
