@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
+from seqtasks.tasks.seq2seq_common import pad_rows
 from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
 
 
@@ -35,13 +36,6 @@ def tokenized_rows(pairs, source_tokenizer, target_tokenizer, max_length):
         for s, t in zip(sources, targets)
         if 0 < len(s) <= max_length and len(t) + 1 <= max_length
     ]
-
-
-def pad(rows, width):
-    out = np.full((len(rows), width), PAD_ID, np.int32)
-    for index, row in enumerate(rows):
-        out[index, : len(row)] = row[:width]
-    return out
 
 
 class Budget:
@@ -84,12 +78,12 @@ def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokeniz
     started = time.perf_counter()
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        ids = decode_batch(pad([sources[i] for i in chunk], max(1, max(len(sources[i]) for i in chunk))))
+        ids = decode_batch(pad_rows([sources[i] for i in chunk]))
         for index, row in zip(chunk, ids):
             outputs[index] = row
     seconds = time.perf_counter() - started
     width = max(len(row) for row in outputs)
-    texts = [t.decode() for t in target_tokenizer.detokenize(pad(outputs, width)).numpy()]
+    texts = [t.decode() for t in target_tokenizer.detokenize(pad_rows(outputs, width)).numpy()]
     references = [_normalize_reference(t, lower_case) for _, t in validation_pairs]
     return sacrebleu.BLEU().corpus_score(texts, [references]).score, len(sources) / seconds
 

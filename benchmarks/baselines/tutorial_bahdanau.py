@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.baselines import common
+from seqtasks.tasks.seq2seq_common import pad_rows
 from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
 
 
@@ -72,7 +73,7 @@ def main(run_dir, seconds, out):
     loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     source_width = max(len(s) for s, _ in rows)
     target_width = max(len(t) for _, t in rows)
-    sources, targets = common.pad([s for s, _ in rows], source_width), common.pad([t for _, t in rows], target_width)
+    sources, targets = pad_rows([s for s, _ in rows], source_width), pad_rows([t for _, t in rows], target_width)
     data = tf.data.Dataset.from_tensor_slices((sources, targets)).shuffle(len(rows), seed=recipe.seed)
     data = data.batch(batch_size, drop_remainder=True).repeat()
 
