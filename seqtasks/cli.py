@@ -105,6 +105,129 @@ def run(recipe, overrides, output_dir, fresh):
         click.echo(f"SavedModel: {metrics['export']}")
 
 
+_OVERRIDES = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a field of the run's recipe, e.g. model.decoding.beam_width=10 (repeatable).",
+)
+_CHECKPOINT = click.option(
+    "--checkpoint",
+    default=None,
+    metavar="final|best|latest|FILE",
+    help="The weights to use: the final model (default when the run finished), the best or the latest "
+    "checkpoint (default when it did not), or a .weights.h5 file.",
+)
+
+
+def _trained_run(target, output_dir, overrides, checkpoint):
+    """The task and the loaded run that `target` (a run folder or a recipe) names."""
+    from seqtasks.tasks import TASKS
+    from seqtasks.trained import find_run, read_run_recipe
+
+    run_dir = find_run(target, output_dir, resolve_recipe)
+    task = TASKS[read_run_recipe(run_dir, overrides).task]
+    click.echo(f"Run folder: {run_dir}")
+    return task, task.function("load_run")(run_dir, overrides, checkpoint)
+
+
+@main.command("eval")
+@click.argument("target", metavar="RECIPE_OR_RUN")
+@click.option(
+    "--data",
+    "data_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A file in the recipe's data format (its columns, label format or CoNLL scheme) to evaluate on.",
+)
+@_OVERRIDES
+@_CHECKPOINT
+@click.option(
+    "--output-dir",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where a recipe's runs are looked up: its newest finished run in DIR/<recipe name>/.",
+)
+def evaluate(target, data_path, overrides, checkpoint, output_dir):
+    """Metrics of a trained model on another data file.
+
+    RECIPE_OR_RUN is a run folder, or a recipe whose newest finished run is
+    used. Outputs (predictions, metrics.json) go to RUN/eval/<file name>/.
+    """
+    from seqtasks.io_utils import write_json_atomic
+    from seqtasks.trained import eval_folder
+
+    try:
+        if not Path(data_path).is_file():
+            raise SeqtasksError(f"{data_path}: no such data file")
+        task, trained_run = _trained_run(target, output_dir, overrides, checkpoint)
+        evaluate_file = task.function("evaluate_file")
+        if evaluate_file is None:
+            raise SeqtasksError(f"task {task.name!r} makes its own data; it has no data files to evaluate on")
+        metrics = evaluate_file(trained_run, data_path)
+        metrics_path = eval_folder(trained_run.run_dir, data_path) / "metrics.json"
+        write_json_atomic(metrics_path, {"data": str(Path(data_path).resolve()), **metrics})
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+    click.echo(f"Metrics: {metrics_path}")
+    for key, value in metrics["validation"].items():
+        click.echo(f"  {key}: {value:.4f}")
+
+
+@main.command("export")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@_OVERRIDES
+@_CHECKPOINT
+def export(run_dir, overrides, checkpoint):
+    """Export RUN_DIR's model as a SavedModel again, from its final model or a checkpoint.
+
+    The SavedModel goes to the next version folder of
+    <export.directory>/<recipe name>/, as after training; `--set
+    export.directory=DIR` puts it elsewhere.
+    """
+    try:
+        if not Path(run_dir).is_dir():
+            raise SeqtasksError(f"{run_dir}: no such run folder")
+        task, trained_run = _trained_run(run_dir, None, overrides, checkpoint)
+        exported = task.function("export_run")(trained_run)
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+    click.echo(f"SavedModel: {exported}")
+
+
+@main.command()
+@click.argument("saved_model", type=click.Path(file_okay=False))
+@click.argument("inputs", nargs=-1)
+@click.option(
+    "--input",
+    "input_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read inputs from this file, one per line (- for standard input); image paths for captioning.",
+)
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1), help="Inputs per call.")
+@click.option("--json", "as_json", is_flag=True, help="Print every output of the model as one JSON object per input.")
+def predict(saved_model, inputs, input_file, batch_size, as_json):
+    """Run an exported SAVED_MODEL on INPUTS (texts, or image files for captioning) and print its outputs.
+
+    One line per input: the translation, caption or label; `token/TAG` pairs for NER.
+    """
+    from seqtasks.predict import Predictor, read_inputs
+
+    try:
+        if inputs and input_file:
+            raise SeqtasksError("give inputs as arguments or with --input, not both")
+        if not inputs and not input_file:
+            raise SeqtasksError("nothing to predict: give inputs as arguments or with --input FILE")
+        predictor = Predictor.load(saved_model)
+        items = list(inputs) if inputs else read_inputs(input_file)
+        for line in predictor.lines(items, batch_size, as_json):
+            click.echo(line)
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+
+
 @main.command("recipes")
 def list_recipes():
     """List the built-in recipes with their descriptions."""

@@ -22,9 +22,12 @@ def export_saved_model(module, signature, export_root, name):
     from seqtasks.distribute import is_chief
 
     def write(folder):
-        tf.saved_model.save(
-            module, folder, signatures={"serving_default": signature.get_concrete_function()}
-        )
+        try:
+            tf.saved_model.save(
+                module, folder, signatures={"serving_default": signature.get_concrete_function()}
+            )
+        except tf.errors.OpError as error:  # TensorFlow's file errors (a full disk) are not OSErrors
+            raise OSError(error.message.splitlines()[0]) from None
 
     if not is_chief():
         folder = tempfile.mkdtemp(prefix="seqtasks-worker-export-")

@@ -115,3 +115,45 @@ def _expected_backend():
 
         assert keras.backend.backend() == expected
     yield
+
+
+def seqtasks_command(*args, expect=0):
+    """`seqtasks ARGS...` in this process; asserts the exit status, returns the click result (stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from seqtasks.cli import main
+
+    result = CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
+    assert result.exit_code == expect, result.output
+    return result
+
+
+def check_eval_export_predict(run_dir, data_file, examples, export_root, expected_metrics=None):
+    """`eval` on `data_file`, `export` from the best checkpoint, `predict` against what `eval` wrote.
+
+    `examples(eval_folder)` gives `(inputs, expected output lines)` from the
+    predictions `eval` wrote. `expected_metrics`, when given, must equal the
+    eval metrics. Returns the eval metrics.
+    """
+    result = seqtasks_command("eval", run_dir, "--data", data_file)
+    (metrics_path,) = (run_dir / "eval").glob("*/metrics.json")
+    metrics = json.loads(metrics_path.read_text())
+    assert metrics["data"] == str(Path(data_file).resolve())
+    assert f"Metrics: {metrics_path}" in result.stdout
+    if expected_metrics is not None:
+        assert metrics["validation"] == pytest.approx(expected_metrics, abs=1e-6)
+
+    result = seqtasks_command(
+        "export", run_dir, "--checkpoint", "best", "--set", f"export.directory={export_root}"
+    )
+    exported = Path(result.stdout.strip().splitlines()[-1].removeprefix("SavedModel: "))
+    assert exported.parent.parent == Path(export_root) and (exported / "saved_model.pb").is_file()
+
+    inputs, expected_lines = examples(metrics_path.parent)
+    input_file = Path(export_root) / "inputs.txt"
+    input_file.write_text("".join(f"{item}\n" for item in inputs), encoding="utf-8")
+    result = seqtasks_command("predict", exported, "--input", input_file, "--batch-size", 2)
+    assert result.stdout.splitlines() == expected_lines
+    one = seqtasks_command("predict", exported, inputs[0], "--json")
+    assert json.loads(one.stdout) and len(one.stdout.splitlines()) == 1
+    return metrics

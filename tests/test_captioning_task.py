@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
 
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
@@ -35,7 +35,7 @@ def test_run_reports_bleu_1_to_4_and_writes_captions_and_overlays(caption_run):
     assert [row[0] for row in rows] == [f"dev_{i:03d}.png" for i in range(8)]
     assert all(len(row[2].split(" | ")) == 3 for row in rows)
     assert sorted(p.name for p in (run_dir / "attention").glob("*.png")) == [f"dev_{i:03d}.png" for i in range(4)]
-    assert "Sample captions (validation):" in output
+    assert "Sample captions:" in output
 
 
 def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_ones(caption_run):
@@ -45,7 +45,10 @@ def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_on
     jpeg = tf.io.encode_jpeg(tf.io.decode_png(png[0]), quality=95).numpy()
     out = serve_in_tensorflow_only(
         root / "saved_models" / "captioning" / "1",
-        {"png": png, "jpeg": [jpeg], "empty": [], "corrupt": [png[0], b"not an image"], "after": [png[1]]},
+        {
+            "png": png, "jpeg": [jpeg], "empty": [], "corrupt": [png[0], b"not an image"], "after": [png[1]],
+            "thousand": png[:2] * 500,
+        },
         input_name="image",
     )
     assert out["png"]["caption"]["value"] == expected[:3]
@@ -54,6 +57,7 @@ def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_on
     assert out["empty"]["caption"]["shape"] == [0]
     assert "Unknown image file format" in out["corrupt"]["error"]
     assert out["after"]["caption"]["value"] == expected[1:2]  # the server still works
+    assert out["thousand"]["caption"]["value"] == expected[:2] * 500
 
 
 def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
@@ -192,3 +196,18 @@ def test_overlay_grid_matches_the_cnn_grid(caption_run):
     assert _grid_shape(model, (64, 64, 3), 64) == (8, 8)
     grid = model.grid(np.zeros((1, 64, 64, 3), "uint8"))
     assert tuple(grid.shape) == (1, 64, 64)
+
+
+def test_eval_export_and_predict_commands(caption_run, tmp_path):
+    _, run_dir, _ = caption_run
+    names = [f"dev_{i:03d}.png" for i in range(8)]
+    captions = [line for line in (SHAPES / "shapes.token.txt").read_text().splitlines() if line.split("#")[0] in names]
+    data = tmp_path / "dev.token.txt"
+    data.write_text("\n".join(captions) + "\n")
+    recorded = json.loads((run_dir / "metrics.json").read_text())["validation"]
+
+    def examples(folder):
+        rows = [line.split("\t") for line in (folder / "captions.tsv").read_text().splitlines()[:3]]
+        return [SHAPES / "images" / row[0] for row in rows], [row[1] for row in rows]
+
+    check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)

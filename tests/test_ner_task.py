@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import REPO, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
 
 RECIPE = """
 task: ner
@@ -47,7 +47,7 @@ def test_run_reports_seqeval_scores_per_type(ner_run):
     assert set(metrics["validation"]) == {"f1", "precision", "recall"}
     assert set(metrics["per_type"]) == {"PER", "LOC", "ORG"}
     assert all(0.0 <= scores["f1-score"] <= 1.0 for scores in metrics["per_type"].values())
-    assert "Validation entities (seqeval)" in output
+    assert "Entities (seqeval)" in output
     tags = (run_dir / "tags.txt").read_text().split()
     assert tags == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
@@ -62,14 +62,16 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
             "validation": [" ".join(r[0] for r in row) for row in rows],
             "edge": ["", "  ", "word " * 300, "Ünïcödé 漢字 🙂 \x00\x07"],
             "none": [],
+            "thousand": [" ".join(r[0] for r in row) for row in rows] * 200,
         },
     )
-    for name, size in (("validation", 5), ("edge", 4), ("none", 0)):
+    for name, size in (("validation", 5), ("edge", 4), ("none", 0), ("thousand", 1000)):
         assert out[name]["tokens"]["shape"] == out[name]["tags"]["shape"] and out[name]["tags"]["shape"][0] == size
     for row, tokens, tags in zip(rows, out["validation"]["tokens"]["value"], out["validation"]["tags"]["value"]):
         real = [t for t in tokens if t]
         assert real == [r[0] for r in row]
         assert tags[: len(real)] == [r[2] for r in row] and all(t == "" for t in tags[len(real) :])
+    assert out["thousand"]["tags"]["value"][995:] == out["validation"]["tags"]["value"]
     edge_tokens, edge_tags = out["edge"]["tokens"]["value"], out["edge"]["tags"]["value"]
     assert edge_tokens[0] == edge_tags[0] == [""] * len(edge_tokens[0])
     assert len([t for t in edge_tokens[2] if t]) == 50  # cut to data.max_length
@@ -98,3 +100,15 @@ def test_without_a_validation_file_sentences_are_split_off_seeded(tmp_path):
     assert len(train) == 15 and len(validation) == 5
     assert sorted(train + validation) == sorted(([f"w{i}"], ["O"]) for i in range(20))
     assert _load(load_recipe(tmp_path / "r.yaml")) == (train, validation)
+
+
+def test_eval_export_and_predict_commands(ner_run, tmp_path):
+    root, run_dir, _ = ner_run
+    recorded = json.loads((run_dir / "metrics.json").read_text())["validation"]
+
+    def examples(folder):
+        sentences = (folder / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:4]
+        rows = [[line.split("\t") for line in sentence.strip().splitlines()] for sentence in sentences]
+        return [" ".join(r[0] for r in row) for row in rows], [" ".join(f"{r[0]}/{r[2]}" for r in row) for row in rows]
+
+    check_eval_export_predict(run_dir, root / "dev.conll", examples, tmp_path / "exports", recorded)

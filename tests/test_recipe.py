@@ -174,3 +174,16 @@ def test_bad_overrides_name_the_flag_and_the_field(tmp_path, override, expected)
 )
 def test_unreadable_recipe_files(tmp_path, make, expected):
     assert expected in error_of(make(tmp_path))
+
+
+def test_the_recipe_reference_is_generated_from_the_schema_and_covers_every_key():
+    from conftest import REPO
+
+    from seqtasks.recipe.reference import reference
+
+    text = reference()
+    assert (REPO / "docs" / "recipe-reference.md").read_text(encoding="utf-8") == text, (
+        "docs/recipe-reference.md is stale: run python -m seqtasks.recipe.reference > docs/recipe-reference.md"
+    )
+    for key in ("training.learning_rate", "model.decoding.beam_width", "data.scheme", "model.backbone.fine_tune_from"):
+        assert f"| `{key}` |" in text

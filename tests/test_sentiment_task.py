@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
 
 from seqtasks.tasks.sentiment import classification_metrics
 
@@ -61,12 +61,14 @@ def test_saved_model_serves_labels_and_probabilities_like_the_run(sentiment_run)
             "validation": [row[2] for row in rows],
             "edge": ["", "great " * 2000, "¿Qué tal? Ünïcödé 漢字 🙂", "\x00\x07<br />"],
             "none": [],
+            "thousand": [row[2] for row in rows] * 167,
         },
     )
-    for name, size in (("validation", 6), ("edge", 4), ("none", 0)):
+    for name, size in (("validation", 6), ("edge", 4), ("none", 0), ("thousand", 1002)):
         assert out[name]["label"]["shape"] == [size] and out[name]["probabilities"]["shape"] == [size, 2]
         assert out[name]["probabilities"]["dtype"] == "float32"
     assert out["validation"]["label"]["value"] == [row[0] for row in rows]
+    assert out["thousand"]["label"]["value"] == [row[0] for row in rows] * 167
     assert np.allclose(np.sum(out["edge"]["probabilities"]["value"], axis=1), 1.0, atol=1e-5)
     assert set(out["edge"]["label"]["value"]) <= {"negative", "positive"}
 
@@ -107,3 +109,21 @@ def test_labels_outside_the_recipe_labels_are_named():
         class_labels(config, [("x", "0")], [("z", "2")])
     with pytest.raises(SeqtasksError, match=r"train.tsv: expected at least two labels; found \['0'\]"):
         class_labels(TextClassificationDataConfig(path="train.tsv"), [("x", "0")], [])
+
+
+def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks.sentiment import _load
+
+    root, run_dir, _ = sentiment_run
+    _, validation = _load(load_recipe(run_dir / "recipe.yaml"))
+    data = tmp_path / "validation.tsv"
+    header = (root / "reviews.tsv").read_text(encoding="utf-8").splitlines()[0]
+    data.write_text(header + "\n" + "".join(f"{label}\t{text}\n" for text, label in validation), encoding="utf-8")
+    recorded = json.loads((run_dir / "metrics.json").read_text())["validation"]
+
+    def examples(folder):
+        rows = [line.split("\t") for line in (folder / "predictions.tsv").read_text().splitlines()[:5]]
+        return [row[2] for row in rows], [row[0] for row in rows]
+
+    check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)

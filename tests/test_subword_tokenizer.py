@@ -64,3 +64,11 @@ def test_empty_and_odd_inputs_do_not_fail(tokenizer):
 def test_vocabulary_without_reserved_tokens_is_refused():
     with pytest.raises(ValueError, match="Expected the vocabulary to start with"):
         SubwordTokenizer(["a", "b"])
+
+
+def test_a_vocabulary_larger_than_the_data_gives_is_noted(capsys):
+    vocab = learn_vocabulary(["a cat sat", "a dog ran"], 500, True, "data.vocab_size")
+    assert len(vocab) < 500
+    assert capsys.readouterr().out.strip() == (
+        f"Note: data.vocab_size is 500, but the training data gives only {len(vocab)} subwords; using {len(vocab)}"
+    )

@@ -1,12 +1,13 @@
 """The default recipe end to end: train, evaluate, write the run folder, export, serve."""
 
 import json
+from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 import yaml
-from conftest import run_recipe
+from conftest import run_recipe, seqtasks_command
 
 from seqtasks.recipe import load_recipe
 
@@ -77,19 +78,41 @@ print(json.dumps(outputs))
     assert outputs["empty_batch"] == []
 
 
-def test_a_second_export_is_the_next_version(toy_run, tmp_path):
-    _, exports, _ = toy_run
-    before = (exports / "toy" / "1" / "saved_model.pb").read_bytes()
-    run_recipe(
-        "toy",
-        tmp_path,
-        f"export.directory={exports}",
-        "data.train_size=64",
-        "data.validation_size=16",
-        "training.epochs=1",
-    )
+def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(toy_run, monkeypatch):
+    import tensorflow as tf
+
+    run_dir, exports, _ = toy_run
+    before = {p.relative_to(exports): p.read_bytes() for p in (exports / "toy").rglob("*") if p.is_file()}
+    result = seqtasks_command("export", run_dir)
+    assert result.stdout.strip().splitlines()[-1] == f"SavedModel: {exports / 'toy' / '2'}"
     assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]
-    assert (exports / "toy" / "1" / "saved_model.pb").read_bytes() == before
+
+    def fill_the_disk(obj, folder, signatures=None):
+        (Path(folder) / "saved_model.pb").write_bytes(b"half")
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", fill_the_disk)
+    result = seqtasks_command("export", run_dir, "--checkpoint", "latest", expect=2)
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {exports / 'toy' / '3'}: writing failed (No space left on device); nothing was written there "
+        "and earlier versions are untouched"
+    ]
+    assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]  # no temporary folder left
+    assert {p: (exports / p).read_bytes() for p in before} == before
+
+
+def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoint(toy_run, tmp_path):
+    run_dir, _, _ = toy_run
+    data = tmp_path / "digits.txt"
+    data.write_text("1 2 3\n")
+    result = seqtasks_command("eval", run_dir, "--data", data, expect=2)
+    assert "task 'toy' makes its own data; it has no data files to evaluate on" in result.stderr
+    result = seqtasks_command("export", run_dir, "--checkpoint", "last", expect=2)
+    assert "--checkpoint: expected one of final, best, latest or a .weights.h5 file; got 'last'" in result.stderr
+    result = seqtasks_command("export", tmp_path, expect=2)
+    assert f"{tmp_path}: not a run folder (it has no recipe.yaml)" in result.stderr
+    result = seqtasks_command("eval", "toy", "--data", data, "--output-dir", tmp_path, expect=2)
+    assert f"{tmp_path / 'toy'}: no finished run of recipe 'toy'" in result.stderr
 
 
 def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(tmp_path):

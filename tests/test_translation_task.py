@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import REPO, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
 
 from seqtasks.recipe import load_recipe
 
@@ -74,12 +74,14 @@ def test_saved_model_serves_like_the_run_decoded(translation_run):
             "edge": ["", "a" * 2000, "¿Qué tal? Ünïcödé 漢字 🙂", "\x00\x07 tab\tnewline\n"],
             "one": ["Hola."],
             "none": [],
+            "thousand": [row[0] for row in rows] * 200,
         },
     )
-    for name, size in (("validation", 5), ("edge", 4), ("one", 1), ("none", 0)):
+    for name, size in (("validation", 5), ("edge", 4), ("one", 1), ("none", 0), ("thousand", 1000)):
         assert out[name]["translation"]["shape"] == [size] and out[name]["score"]["shape"] == [size]
         assert out[name]["translation"]["dtype"] == "string" and out[name]["score"]["dtype"] == "float32"
     assert out["validation"]["translation"]["value"] == [row[1] for row in rows]
+    assert out["thousand"]["translation"]["value"] == [row[1] for row in rows] * 200
 
 
 def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
@@ -92,3 +94,23 @@ def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
     greedy = evaluate_run(run_dir, ["export.enabled=false", "model.decoding.beam_width=1"])
     assert greedy["decoding"]["beam_width"] == 1
     assert "export" not in greedy
+
+
+def test_eval_export_and_predict_commands(translation_run, tmp_path):
+    from seqtasks.tasks.translation import _load_pairs
+
+    root, run_dir, _ = translation_run
+    recipe = load_recipe(run_dir / "recipe.yaml")
+    _, validation = _load_pairs(recipe)
+    # The validation pairs in the recipe's column layout: evaluating them gives the run's scores.
+    data = tmp_path / "validation.tsv"
+    data.write_text("".join(f"{target}\t{source}\n" for source, target in validation), encoding="utf-8")
+    assert (recipe.data.target_column, recipe.data.source_column) == (0, 1)
+    recorded = json.loads((run_dir / "metrics.json").read_text())["validation"]
+
+    def examples(folder):
+        rows = [line.split("\t") for line in (folder / "translations.tsv").read_text().splitlines()[:5]]
+        return [row[0] for row in rows], [row[1] for row in rows]
+
+    check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)
+    assert len((run_dir / "eval" / "validation" / "translations.tsv").read_text().splitlines()) == len(validation)

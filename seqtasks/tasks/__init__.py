@@ -2,6 +2,8 @@
 
 A task names its recipe sections' types and its runner as `module:function`,
 imported only when the task runs, so reading recipes never imports TensorFlow.
+The same module gives `load_run(run_dir, overrides, checkpoint)`,
+`export_run(run)` and, for tasks that read data files, `evaluate_file(run, path)`.
 """
 
 from dataclasses import dataclass
@@ -30,10 +32,13 @@ class Task:
     monitors: tuple = ("val_loss",)
 
     def load_runner(self):
+        return self.function(self.runner.split(":")[1])
+
+    def function(self, name):
+        """The task module's `name` (`load_run`, `evaluate_file`, `export_run`), or None where it has none."""
         import importlib
 
-        module_name, function_name = self.runner.split(":")
-        return getattr(importlib.import_module(module_name), function_name)
+        return getattr(importlib.import_module(self.runner.split(":")[0]), name, None)
 
 
 TASKS = {

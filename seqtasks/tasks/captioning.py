@@ -160,7 +160,7 @@ def run(recipe, run_dir):
     print(f"Images: {len(train)} training, {len(validation)} validation")
     cleaned = _cleaned(config, {**train, **validation})
     vocab = learn_vocabulary(
-        [caption for name in train for caption in cleaned[name]], config.vocab_size, config.lower_case
+        [caption for name in train for caption in cleaned[name]], config.vocab_size, config.lower_case, "data.vocab_size"
     )
     write_text_atomic(run_dir / "vocab.txt", "\n".join(vocab) + "\n")
     tokenizer = SubwordTokenizer(vocab, config.lower_case)
@@ -221,32 +221,75 @@ def _cleaned(config, captions):
     return out
 
 
-def evaluate_run(run_dir, overrides=()):
-    """Re-evaluates (and re-exports) a finished run from its folder, e.g. with other decoding settings."""
-    import keras
+def _input_shape(backbone, image_size):
+    """The shape of one image's input to the captioner: a feature grid, or pixels for the trained CNN."""
+    if backbone is None:
+        return (image_size, image_size, 3)
+    shape = tuple(backbone.model.output_shape[1:])
+    return (shape[0] * shape[1], shape[2]) if backbone.flatten else shape
 
+
+def load_run(run_dir, overrides=(), checkpoint=None):
+    """A trained run: its recipe (with `KEY=VALUE` overrides), tokenizer, backbone and model (see `seqtasks.trained`)."""
+    from seqtasks import trained
     from seqtasks.models import ImageCaptioner
-    from seqtasks.recipe import load_recipe
     from seqtasks.text.subword_tokenizer import SubwordTokenizer
 
-    run_dir = Path(run_dir)
-    recipe = load_recipe(run_dir / "recipe.yaml", overrides)
-    config = recipe.data
-    _, validation = load_splits(config)
-    cleaned = _cleaned(config, validation)
-    vocab = (run_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    tokenizer = SubwordTokenizer(vocab, config.lower_case)
-    model = keras.models.load_model(
-        run_dir / "model" / "model.keras", custom_objects={"ImageCaptioner": ImageCaptioner}, safe_mode=True,
-        compile=False,
+    recipe = trained.read_run_recipe(run_dir, overrides)
+    vocab = trained.read_lines(run_dir, "vocab.txt")
+    backbone, head = make_backbone(recipe.model.backbone)  # a loaded model holds its own fine-tuned head
+    input_shape = _input_shape(backbone, recipe.model.backbone.image_size)
+    model = trained.load_model(
+        run_dir,
+        checkpoint,
+        ImageCaptioner,
+        lambda: build_model(recipe, len(vocab), input_shape, head),
+        recipe.training,
     )
-    backbone, _ = make_backbone(recipe.model.backbone)  # the model holds its own fine-tuned head
-    cache_dir = Path(config.feature_cache or run_dir.parent.parent / "feature_cache")
-    inputs = image_inputs(
-        backbone, recipe.model.backbone.image_size, [Path(config.images) / n for n in validation], cache_dir
+    tokenizer = SubwordTokenizer(vocab, recipe.data.lower_case)
+    return trained.TrainedRun(run_dir, recipe, model, {"tokenizer": tokenizer, "backbone": backbone})
+
+
+def _run_inputs(run, captions):
+    config = run.recipe.data
+    cache_dir = Path(config.feature_cache or run.run_dir.parent.parent / "feature_cache")
+    paths = [Path(config.images) / name for name in captions]
+    return image_inputs(run.parts["backbone"], run.recipe.model.backbone.image_size, paths, cache_dir)
+
+
+def evaluate_run(run_dir, overrides=()):
+    """Re-evaluates (and re-exports) a finished run on its validation split, e.g. with other decoding settings."""
+    run = load_run(Path(run_dir), overrides)
+    _, validation = load_splits(run.recipe.data)
+    cleaned = _cleaned(run.recipe.data, validation)
+    return evaluate_and_export(
+        run.recipe, run.run_dir, run.model, run.parts["tokenizer"], run.parts["backbone"], list(validation),
+        _run_inputs(run, validation), [cleaned[name] for name in validation],
     )
-    references = [cleaned[name] for name in validation]
-    return evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, list(validation), inputs, references)
+
+
+def evaluate_file(run, path):
+    """BLEU-1..4 on every image of the captions file `path` (the recipe's format); outputs in `run_dir/eval/`."""
+    from seqtasks.data.captions import read_coco_captions, read_flickr_tokens
+    from seqtasks.trained import eval_folder
+
+    config = run.recipe.data
+    captions = read_flickr_tokens(path) if config.format == "flickr" else read_coco_captions(path)
+    missing = [name for name in captions if not (Path(config.images) / name).is_file()]
+    if missing:
+        raise SeqtasksError(
+            f"{path}: {len(missing)} image file(s) it names are not in {config.images}, e.g. {missing[0]!r}"
+        )
+    cleaned = _cleaned(config, captions)
+    return evaluate(
+        run.recipe, eval_folder(run.run_dir, path), run.model, run.parts["tokenizer"], run.parts["backbone"],
+        list(captions), _run_inputs(run, captions), [cleaned[name] for name in captions],
+    )
+
+
+def export_run(run):
+    """Writes the run's SavedModel under `export.directory`; returns its folder."""
+    return export(run.recipe, run.model, run.parts["tokenizer"], run.parts["backbone"])
 
 
 def corpus_bleu(hypotheses, references):
@@ -289,11 +332,36 @@ def decode_inputs(decode_fn, inputs, batch_size, timings=None):
 
 
 def evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, names, inputs, references):
-    """BLEU-1..4 of the recipe's decoding on the validation images, overlays, the SavedModel."""
+    """`evaluate` on the validation images, then `export` where the recipe asks for it."""
+    metrics = evaluate(recipe, run_dir, model, tokenizer, backbone, names, inputs, references)
+    if recipe.export.enabled:
+        exported = export(recipe, model, tokenizer, backbone)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
+    return metrics
+
+
+def _served_image_size(recipe, backbone):
+    return backbone.size if backbone is not None else recipe.model.backbone.image_size
+
+
+def export(recipe, model, tokenizer, backbone):
+    """The image-bytes-to-caption SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
     from seqtasks.export import export_saved_model
+    from seqtasks.tasks.seq2seq_common import make_decode
+
+    decode = make_decode(model, recipe.model.decoding)
+    server = make_server(model, decode, tokenizer, backbone, _served_image_size(recipe, backbone))
+    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+
+
+def evaluate(recipe, out_dir, model, tokenizer, backbone, names, inputs, references):
+    """BLEU-1..4 of the recipe's decoding on the images; `captions.tsv` and attention overlays in `out_dir`."""
     from seqtasks.io_utils import write_text_atomic
     from seqtasks.tasks.seq2seq_common import make_decode
 
+    if not names:
+        raise SeqtasksError("no images to evaluate")
     decoding = recipe.model.decoding
     decode = make_decode(model, decoding)
     timings = {}
@@ -301,25 +369,20 @@ def evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, names, inpu
     hypotheses = [text.decode() for text in tokenizer.detokenize(output_ids).numpy()]
     scores, signature = corpus_bleu(hypotheses, references)
     write_text_atomic(
-        run_dir / "captions.tsv",
+        out_dir / "captions.tsv",
         "".join(f"{name}\t{hyp}\t{' | '.join(refs)}\n" for name, hyp, refs in zip(names, hypotheses, references)),
     )
-    print("Sample captions (validation):")
+    print("Sample captions:")
     for index in range(min(5, len(names))):
         print(f"  {names[index]}: {hypotheses[index]}\n    reference: {references[index][0]}")
-    image_size = backbone.size if backbone is not None else recipe.model.backbone.image_size
-    write_overlays(model, inputs, output_ids, names, tokenizer.vocab, recipe.data.images, image_size, run_dir)
+    image_size = _served_image_size(recipe, backbone)
+    write_overlays(model, inputs, output_ids, names, tokenizer.vocab, recipe.data.images, image_size, out_dir)
     metrics = {
         "validation": scores,
         "sacrebleu_signature": signature,
         "decoding": {"beam_width": decoding.beam_width, "length_penalty": decoding.length_penalty},
         "decode_images_per_second": round(len(names) / max(timings["decode_seconds"], 1e-9), 1),
     }
-    if recipe.export.enabled:
-        server = make_server(model, decode, tokenizer, backbone, image_size)
-        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
     return metrics
 
 

@@ -149,13 +149,74 @@ def make_tagger_server(model, featurizer, tags, max_length):
     return TaggerServer()
 
 
+def load_run(run_dir, overrides=(), checkpoint=None):
+    """A trained run: its recipe (with `KEY=VALUE` overrides), featurizer, tags and model (see `seqtasks.trained`)."""
+    from seqtasks import trained
+    from seqtasks.models import SequenceTagger
+    from seqtasks.text.token_features import TokenFeaturizer
+
+    recipe = trained.read_run_recipe(run_dir, overrides)
+    word_vocab, char_vocab, tags = (
+        trained.read_lines(run_dir, name) for name in ("word_vocab.txt", "char_vocab.txt", "tags.txt")
+    )
+    config = recipe.data
+    model = trained.load_model(
+        run_dir,
+        checkpoint,
+        SequenceTagger,
+        lambda: SequenceTagger.from_recipe(recipe.model, len(word_vocab), len(char_vocab), len(tags), seed=recipe.seed),
+        recipe.training,
+    )
+    featurizer = TokenFeaturizer(word_vocab, char_vocab, config.lower_case, config.max_word_length)
+    return trained.TrainedRun(run_dir, recipe, model, {"featurizer": featurizer, "tags": tags})
+
+
+def evaluate_file(run, path):
+    """Entity F1 per type on every sentence of the CoNLL file `path`; predictions in `run_dir/eval/`."""
+    from seqtasks.data.conll import read_conll
+    from seqtasks.errors import SeqtasksError
+    from seqtasks.trained import eval_folder
+
+    config = run.recipe.data
+    sentences = read_conll(path, config.token_column, config.tag_column, config.scheme, config.encoding)
+    unknown = sorted({tag for _, tags in sentences for tag in tags} - set(run.parts["tags"]))
+    if unknown:
+        raise SeqtasksError(f"{path}: tag {unknown[0]!r} has an entity type the model was not trained on")
+    return evaluate(run.recipe, eval_folder(run.run_dir, path), run.model, run.parts["featurizer"], run.parts["tags"], sentences)
+
+
+def export_run(run):
+    """Writes the run's SavedModel under `export.directory`; returns its folder."""
+    return export(run.recipe, run.model, run.parts["featurizer"], run.parts["tags"])
+
+
 def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
-    """Entity-level precision, recall and F1 (seqeval, conlleval rules) per type; the SavedModel."""
+    """`evaluate` on the validation sentences, then `export` where the recipe asks for it."""
+    metrics = evaluate(recipe, run_dir, model, featurizer, tags, validation)
+    if recipe.export.enabled:
+        exported = export(recipe, model, featurizer, tags)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
+    return metrics
+
+
+def export(recipe, model, featurizer, tags):
+    """The text-to-tags SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
+    from seqtasks.export import export_saved_model
+
+    server = make_tagger_server(model, featurizer, tags, recipe.data.max_length)
+    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+
+
+def evaluate(recipe, out_dir, model, featurizer, tags, validation):
+    """Entity-level precision, recall and F1 (seqeval, conlleval rules) per type; `predictions.conll` in `out_dir`."""
     from seqeval.metrics import classification_report
 
-    from seqtasks.export import export_saved_model
+    from seqtasks.errors import SeqtasksError
     from seqtasks.io_utils import write_text_atomic
 
+    if not validation:
+        raise SeqtasksError("no sentences to evaluate")
     sentences = [words for words, _ in validation]
     gold = [labels for _, labels in validation]
     predict_started = time.time()
@@ -163,7 +224,7 @@ def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
     predict_seconds = time.time() - predict_started
     report = classification_report(gold, predicted, output_dict=True, zero_division=0)
     write_text_atomic(
-        run_dir / "predictions.conll",
+        out_dir / "predictions.conll",
         "\n".join(
             "".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(words, gold_tags, predicted_tags))
             for words, gold_tags, predicted_tags in zip(sentences, gold, predicted)
@@ -175,10 +236,10 @@ def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
         for name, scores in report.items()
         if not name.endswith(" avg")
     }
-    print("Validation entities (seqeval):")
+    print("Entities (seqeval):")
     for name, scores in sorted(per_type.items()):
         print(f"  {name:<16} P {scores['precision']:.3f}  R {scores['recall']:.3f}  F1 {scores['f1-score']:.3f}  n={int(scores['support'])}")
-    print("Sample tags (validation):")
+    print("Sample tags:")
     for words, labels in list(zip(sentences, predicted))[:3]:
         print("  " + " ".join(w if t == "O" else f"[{w}|{t}]" for w, t in zip(words, labels)))
     metrics = {
@@ -190,9 +251,4 @@ def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
         "per_type": per_type,
         "predict_sentences_per_second": round(len(sentences) / predict_seconds, 1),
     }
-    if recipe.export.enabled:
-        server = make_tagger_server(model, featurizer, tags, recipe.data.max_length)
-        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
     return metrics

@@ -112,8 +112,11 @@ def run(recipe, run_dir):
     label_index = {label: index for index, label in enumerate(labels)}
     print(f"Texts: {len(train)} training, {len(validation)} validation; classes: {', '.join(names)}")
 
-    vocab = learn_vocabulary(_vocabulary_texts(config, train), config.vocab_size, config.lower_case)
+    vocab = learn_vocabulary(
+        _vocabulary_texts(config, train), config.vocab_size, config.lower_case, "data.vocab_size"
+    )
     write_text_atomic(run_dir / "vocab.txt", "\n".join(vocab) + "\n")
+    write_text_atomic(run_dir / "labels.txt", "\n".join(labels) + "\n")
     tokenizer = SubwordTokenizer(vocab, config.lower_case)
     encode = make_text_encoder(config, tokenizer)
     print(f"Vocabulary: {len(vocab)} subwords")
@@ -143,41 +146,99 @@ def run(recipe, run_dir):
     return metrics
 
 
+def load_run(run_dir, overrides=(), checkpoint=None):
+    """A trained run: its recipe (with `KEY=VALUE` overrides), tokenizer, labels and model (see `seqtasks.trained`)."""
+    from seqtasks import trained
+    from seqtasks.models import TextClassifier
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer
+
+    recipe = trained.read_run_recipe(run_dir, overrides)
+    vocab = trained.read_lines(run_dir, "vocab.txt")
+    labels = trained.read_lines(run_dir, "labels.txt")
+    names = list(recipe.data.label_names) or labels
+    model = trained.load_model(
+        run_dir,
+        checkpoint,
+        TextClassifier,
+        lambda: TextClassifier.from_recipe(recipe.model, len(vocab), len(labels)),
+        recipe.training,
+    )
+    tokenizer = SubwordTokenizer(vocab, recipe.data.lower_case)
+    return trained.TrainedRun(run_dir, recipe, model, {"tokenizer": tokenizer, "labels": labels, "names": names})
+
+
+def evaluate_file(run, path):
+    """Accuracy, macro-F1 and confusion matrix on every text of `path` (the recipe's format); outputs in `run_dir/eval/`."""
+    from seqtasks.data.labelled_text import read_labelled_texts
+    from seqtasks.errors import SeqtasksError
+    from seqtasks.trained import eval_folder
+
+    examples = read_labelled_texts(run.recipe.data, path)
+    labels = run.parts["labels"]
+    unknown = sorted({label for _, label in examples} - set(labels))
+    if unknown:
+        raise SeqtasksError(f"{path}: label {unknown[0]!r} is not one the model was trained on ({', '.join(labels)})")
+    return evaluate(
+        run.recipe, eval_folder(run.run_dir, path), run.model, run.parts["tokenizer"], examples, labels,
+        run.parts["names"],
+    )
+
+
+def export_run(run):
+    """Writes the run's SavedModel under `export.directory`; returns its folder."""
+    return export(run.recipe, run.model, run.parts["tokenizer"], run.parts["names"])
+
+
 def evaluate_and_export(recipe, run_dir, model, tokenizer, validation, labels, names):
-    """Validation accuracy, macro-F1 and confusion matrix (JSON and PNG), the SavedModel."""
+    """`evaluate` on the validation texts, then `export` where the recipe asks for it."""
+    metrics = evaluate(recipe, run_dir, model, tokenizer, validation, labels, names)
+    if recipe.export.enabled:
+        exported = export(recipe, model, tokenizer, names)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
+    return metrics
+
+
+def export(recipe, model, tokenizer, names):
+    """The text-to-label SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
     from seqtasks.export import export_saved_model
+    from seqtasks.tasks.classification_common import make_classifier_server
+
+    server = make_classifier_server(model, tokenizer, make_text_encoder(recipe.data, tokenizer), names)
+    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+
+
+def evaluate(recipe, out_dir, model, tokenizer, examples, labels, names):
+    """Accuracy, macro-F1 and confusion matrix (JSON and PNG) on `examples`; predictions in `out_dir`."""
+    from seqtasks.errors import SeqtasksError
     from seqtasks.io_utils import write_text_atomic
     from seqtasks.plots import save_confusion_matrix
-    from seqtasks.tasks.classification_common import make_classifier_server, predict_probabilities
+    from seqtasks.tasks.classification_common import predict_probabilities
 
+    if not examples:
+        raise SeqtasksError("no texts to evaluate")
     encode = make_text_encoder(recipe.data, tokenizer)
-    texts = [text for text, _ in validation]
+    texts = [text for text, _ in examples]
     label_index = {label: index for index, label in enumerate(labels)}
-    actual = np.array([label_index[label] for _, label in validation])
+    actual = np.array([label_index[label] for _, label in examples])
     predict_started = time.time()
     probabilities = predict_probabilities(model, encode, texts, recipe.training.batch_size)
     predict_seconds = time.time() - predict_started
     predicted = probabilities.argmax(axis=1)
     scores = classification_metrics(predicted, actual, names)
-    save_confusion_matrix(np.array(scores["confusion_matrix"]), names, run_dir / "confusion_matrix.png")
+    save_confusion_matrix(np.array(scores["confusion_matrix"]), names, out_dir / "confusion_matrix.png")
     write_text_atomic(
-        run_dir / "predictions.tsv",
+        out_dir / "predictions.tsv",
         "".join(
             f"{names[p]}\t{names[a]}\t{' '.join(text.split())}\n" for p, a, text in zip(predicted, actual, texts)
         ),
     )
-    print("Sample predictions (validation):")
+    print("Sample predictions:")
     for index in range(min(5, len(texts))):
         print(f"  {names[predicted[index]]:>10} (actual {names[actual[index]]}): {texts[index][:100]}")
-    metrics = {
+    return {
         "validation": {"accuracy": scores["accuracy"], "macro_f1": scores["macro_f1"]},
         "per_class_f1": scores["per_class_f1"],
         "confusion_matrix": {"labels": names, "rows_actual_columns_predicted": scores["confusion_matrix"]},
         "predict_texts_per_second": round(len(texts) / predict_seconds, 1),
     }
-    if recipe.export.enabled:
-        server = make_classifier_server(model, tokenizer, encode, names)
-        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
-    return metrics

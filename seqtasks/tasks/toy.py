@@ -62,10 +62,8 @@ def run(recipe, run_dir):
     """Trains, evaluates and exports the toy model; returns the metrics."""
     import keras
 
-    from seqtasks.export import export_saved_model
     from seqtasks.models import Seq2Seq
-    from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode, make_server
-    from seqtasks.text.word_tokenizer import WordTokenizer
+    from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode
     from seqtasks.training import fit_metrics, train_model
 
     started = time.time()
@@ -74,7 +72,7 @@ def run(recipe, run_dir):
     config = recipe.data
     train = make_examples(config, config.train_size, rng)
     validation = make_examples(config, config.validation_size, rng)
-    tokenizer = WordTokenizer([str(digit) for digit in range(config.num_symbols)])
+    tokenizer = _tokenizer(config)
     batch_size = recipe.training.batch_size
 
     model, history, train_seconds = train_model(
@@ -100,9 +98,44 @@ def run(recipe, run_dir):
         validation=scores, train_examples=config.train_size, validation_examples=config.validation_size
     )
     if recipe.export.enabled:
-        server = make_server(model, decode, tokenizer, tokenizer, config.max_length, "output")
-        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        exported = export(recipe, model, tokenizer)
         if exported is not None:  # None on the workers of a multi-worker run: the chief exports
             metrics["export"] = str(exported)
     metrics["seconds"] = round(time.time() - started, 1)
     return metrics
+
+
+def export(recipe, model, tokenizer):
+    """The digits-to-digits SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
+    from seqtasks.export import export_saved_model
+    from seqtasks.tasks.seq2seq_common import make_decode, make_server
+
+    decode = make_decode(model, recipe.model.decoding)
+    server = make_server(model, decode, tokenizer, tokenizer, recipe.data.max_length, "output")
+    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+
+
+def load_run(run_dir, overrides=(), checkpoint=None):
+    """A trained run: its recipe (with `KEY=VALUE` overrides), tokenizer and model (see `seqtasks.trained`)."""
+    from seqtasks import trained
+    from seqtasks.models import Seq2Seq
+
+    recipe = trained.read_run_recipe(run_dir, overrides)
+    tokenizer = _tokenizer(recipe.data)
+    size = tokenizer.vocab_size
+    model = trained.load_model(
+        run_dir, checkpoint, Seq2Seq, lambda: Seq2Seq.from_recipe(recipe.model, size, size, seed=recipe.seed),
+        recipe.training,
+    )
+    return trained.TrainedRun(run_dir, recipe, model, {"tokenizer": tokenizer})
+
+
+def export_run(run):
+    """Writes the run's SavedModel under `export.directory`; returns its folder."""
+    return export(run.recipe, run.model, run.parts["tokenizer"])
+
+
+def _tokenizer(config):
+    from seqtasks.text.word_tokenizer import WordTokenizer
+
+    return WordTokenizer([str(digit) for digit in range(config.num_symbols)])

@@ -85,8 +85,12 @@ def run(recipe, run_dir):
     train_pairs, validation_pairs = _load_pairs(recipe)
     print(f"Pairs: {len(train_pairs)} training, {len(validation_pairs)} validation")
 
-    source_vocab = learn_vocabulary([s for s, _ in train_pairs], config.source_vocab_size, config.lower_case)
-    target_vocab = learn_vocabulary([t for _, t in train_pairs], config.target_vocab_size, config.lower_case)
+    source_vocab = learn_vocabulary(
+        [s for s, _ in train_pairs], config.source_vocab_size, config.lower_case, "data.source_vocab_size"
+    )
+    target_vocab = learn_vocabulary(
+        [t for _, t in train_pairs], config.target_vocab_size, config.lower_case, "data.target_vocab_size"
+    )
     write_text_atomic(run_dir / "source_vocab.txt", "\n".join(source_vocab) + "\n")
     write_text_atomic(run_dir / "target_vocab.txt", "\n".join(target_vocab) + "\n")
     source_tokenizer = SubwordTokenizer(source_vocab, config.lower_case)
@@ -127,71 +131,115 @@ def run(recipe, run_dir):
     return metrics
 
 
-def evaluate_run(run_dir, overrides=()):
-    """Re-evaluates (and re-exports) a finished run from its folder.
-
-    Reads the run's merged recipe (with `KEY=VALUE` overrides, e.g. other
-    decoding settings), vocabularies and model, rebuilds the same validation
-    split and returns the metrics of `evaluate_and_export`.
-    """
-    from pathlib import Path
-
-    import keras
-
+def load_run(run_dir, overrides=(), checkpoint=None):
+    """A trained run: its recipe (with `KEY=VALUE` overrides), tokenizers and model (see `seqtasks.trained`)."""
+    from seqtasks import trained
     from seqtasks.models import Seq2Seq
-    from seqtasks.recipe import load_recipe
     from seqtasks.text.subword_tokenizer import SubwordTokenizer
 
-    run_dir = Path(run_dir)
-    recipe = load_recipe(run_dir / "recipe.yaml", overrides)
-    _, validation_pairs = _load_pairs(recipe)
-    vocabularies = [
-        (run_dir / name).read_text(encoding="utf-8").splitlines() for name in ("source_vocab.txt", "target_vocab.txt")
-    ]
-    source_tokenizer, target_tokenizer = (SubwordTokenizer(v, recipe.data.lower_case) for v in vocabularies)
-    model = keras.models.load_model(
-        run_dir / "model" / "model.keras", custom_objects={"Seq2Seq": Seq2Seq}, safe_mode=True, compile=False
+    recipe = trained.read_run_recipe(run_dir, overrides)
+    vocabularies = [trained.read_lines(run_dir, name) for name in ("source_vocab.txt", "target_vocab.txt")]
+    model = trained.load_model(
+        run_dir,
+        checkpoint,
+        Seq2Seq,
+        lambda: Seq2Seq.from_recipe(recipe.model, *(len(v) for v in vocabularies), seed=recipe.seed),
+        recipe.training,
     )
-    return evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs)
+    source, target = (SubwordTokenizer(v, recipe.data.lower_case) for v in vocabularies)
+    return trained.TrainedRun(run_dir, recipe, model, {"source_tokenizer": source, "target_tokenizer": target})
+
+
+def evaluate_run(run_dir, overrides=()):
+    """Re-evaluates (and re-exports) a finished run on its validation split, e.g. with other decoding settings."""
+    from pathlib import Path
+
+    run = load_run(Path(run_dir), overrides)
+    _, validation_pairs = _load_pairs(run.recipe)
+    return evaluate_and_export(
+        run.recipe, run.run_dir, run.model, run.parts["source_tokenizer"], run.parts["target_tokenizer"],
+        validation_pairs,
+    )
+
+
+def evaluate_file(run, path):
+    """BLEU and chrF of the run's model on every pair of `path` (the recipe's columns); outputs in `run_dir/eval/`."""
+    from seqtasks.data.parallel_corpus import read_parallel_tsv
+    from seqtasks.trained import eval_folder
+
+    config = run.recipe.data
+    pairs = read_parallel_tsv(path, config.source_column, config.target_column, config.encoding)
+    return evaluate(
+        run.recipe, eval_folder(run.run_dir, path), run.model, run.parts["source_tokenizer"],
+        run.parts["target_tokenizer"], pairs,
+    )
+
+
+def export_run(run):
+    """Writes the run's SavedModel under `export.directory`; returns its folder."""
+    return export(run.recipe, run.model, run.parts["source_tokenizer"], run.parts["target_tokenizer"])
 
 
 def evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs):
-    """BLEU and chrF of the recipe's decoding on the validation pairs, heatmaps, the SavedModel."""
+    """`evaluate` on the validation pairs, then `export` where the recipe asks for it."""
+    metrics = evaluate(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs)
+    if recipe.export.enabled:
+        exported = export(recipe, model, source_tokenizer, target_tokenizer)
+        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
+            metrics["export"] = str(exported)
+    return metrics
+
+
+def export(recipe, model, source_tokenizer, target_tokenizer):
+    """The string-to-string SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
+    from seqtasks.export import export_saved_model
+    from seqtasks.tasks.seq2seq_common import make_decode, make_server
+
+    decode = make_decode(model, recipe.model.decoding)
+    server = make_server(model, decode, source_tokenizer, target_tokenizer, recipe.data.max_length, "translation")
+    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+
+
+def evaluate(recipe, out_dir, model, source_tokenizer, target_tokenizer, pairs):
+    """BLEU and chrF of the recipe's decoding on `pairs`; `translations.tsv` and heatmaps in `out_dir`."""
     import sacrebleu
     import tensorflow as tf
 
-    from seqtasks.export import export_saved_model
+    from seqtasks.errors import SeqtasksError
     from seqtasks.io_utils import write_text_atomic
     from seqtasks.plots import save_attention_heatmap
-    from seqtasks.tasks.seq2seq_common import decode_all, make_decode, make_server, pad_rows
+    from seqtasks.tasks.seq2seq_common import decode_all, make_decode, pad_rows
+
+    if not pairs:
+        raise SeqtasksError("no sentence pairs to evaluate")
 
     config = recipe.data
     decoding = recipe.model.decoding
     decode = make_decode(model, decoding)
-    validation_sources = [s for s, _ in validation_pairs]
+    sources = [s for s, _ in pairs]
     source_rows = [
-        row[: config.max_length] for row in source_tokenizer.tokenize(tf.constant(validation_sources)).to_list()
+        row[: config.max_length] for row in source_tokenizer.tokenize(tf.constant(sources)).to_list()
     ]
     timings = {}
     output_ids = pad_rows(decode_all(decode, source_rows, recipe.training.batch_size, timings), decoding.max_length)
     hypotheses = [text.decode() for text in target_tokenizer.detokenize(output_ids).numpy()]
-    references = [_normalize_reference(t, config.lower_case) for _, t in validation_pairs]
+    references = [_normalize_reference(t, config.lower_case) for _, t in pairs]
     bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()
     bleu = bleu_metric.corpus_score(hypotheses, [references])
     chrf = chrf_metric.corpus_score(hypotheses, [references])
 
     write_text_atomic(
-        run_dir / "translations.tsv",
+        out_dir / "translations.tsv",
         "".join(
             f"{source}\t{hypothesis}\t{reference}\n"
-            for source, hypothesis, reference in zip(validation_sources, hypotheses, references)
+            for source, hypothesis, reference in zip(sources, hypotheses, references)
         ),
     )
-    print("Sample translations (validation):")
+    print("Sample translations:")
     for index in range(min(5, len(hypotheses))):
-        print(f"  {validation_sources[index]}\n    -> {hypotheses[index]}\n    reference: {references[index]}")
+        print(f"  {sources[index]}\n    -> {hypotheses[index]}\n    reference: {references[index]}")
     _write_heatmaps(
-        model, source_rows, output_ids, source_tokenizer.vocab, target_tokenizer.vocab, run_dir, save_attention_heatmap
+        model, source_rows, output_ids, source_tokenizer.vocab, target_tokenizer.vocab, out_dir, save_attention_heatmap
     )
     metrics = {
         "validation": {"bleu": bleu.score, "chrf": chrf.score},
@@ -203,11 +251,6 @@ def evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokeniz
             len(hypotheses) / (timings["decode_seconds"] + timings["trace_seconds"]), 1
         ),
     }
-    if recipe.export.enabled:
-        server = make_server(model, decode, source_tokenizer, target_tokenizer, config.max_length, "translation")
-        exported = export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
     return metrics
 
 

@@ -22,19 +22,26 @@ def normalize(text, lower_case):
     return text
 
 
-def learn_vocabulary(texts, vocab_size, lower_case):
-    """Learns a WordPiece vocabulary (reserved tokens first) from a list of strings."""
+def learn_vocabulary(texts, vocab_size, lower_case, field=None):
+    """Learns a WordPiece vocabulary (reserved tokens first) from a list of strings.
+
+    When the texts give fewer subwords than `vocab_size`, the vocabulary is
+    smaller and, with `field` (the recipe key), a note says so.
+    """
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
     dataset = tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024)
     dataset = dataset.map(lambda batch: normalize(batch, lower_case))
-    return bert_vocab_from_dataset.bert_vocab_from_dataset(
+    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
         dataset,
         vocab_size=vocab_size,
         reserved_tokens=RESERVED_TOKENS,
         bert_tokenizer_params={"lower_case": False},
         learn_params={},
     )
+    if field and len(vocab) < vocab_size:
+        print(f"Note: {field} is {vocab_size}, but the training data gives only {len(vocab)} subwords; using {len(vocab)}")
+    return vocab
 
 
 class SubwordTokenizer(tf.Module):

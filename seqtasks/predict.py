@@ -1,0 +1,115 @@
+"""`seqtasks predict`: any exported SavedModel of seqtasks, run on texts or image files, with TensorFlow alone."""
+
+import json
+import sys
+from pathlib import Path
+
+from seqtasks.errors import SeqtasksError
+
+# The output a line shows, in order of preference; NER shows `token/TAG` pairs instead.
+_MAIN_OUTPUTS = ("translation", "caption", "output", "label")
+
+
+def read_inputs(path):
+    """The lines of `path` (`-`: standard input), blank lines kept: each is one input."""
+    from seqtasks.data.text_files import numbered_lines, reading
+
+    if path == "-":
+        return [line.rstrip("\r\n") for line in sys.stdin]
+    with reading(path):
+        return [line for _, line in numbered_lines(path)]
+
+
+class Predictor:
+    """A SavedModel's `serving_default` with its one string input, `text` or `image` (encoded image bytes)."""
+
+    def __init__(self, serve, input_name):
+        self.serve = serve
+        self.input_name = input_name
+
+    @classmethod
+    def load(cls, path):
+        import tensorflow as tf
+
+        try:
+            import tensorflow_text  # noqa: F401 - registers the tokenizers' ops
+        except ImportError:
+            pass
+        path = Path(path)
+        if not (path / "saved_model.pb").is_file():
+            raise SeqtasksError(f"{path}: not a SavedModel folder (no saved_model.pb)")
+        try:
+            loaded = tf.saved_model.load(str(path))
+        except (OSError, ValueError, tf.errors.OpError) as error:
+            raise SeqtasksError(f"{path}: cannot load the SavedModel: {str(error).splitlines()[0]}") from None
+        serve = loaded.signatures.get("serving_default")
+        if serve is None:
+            raise SeqtasksError(f"{path}: the SavedModel has no serving_default signature")
+        names = list(serve.structured_input_signature[1])
+        if len(names) != 1 or names[0] not in ("text", "image"):
+            raise SeqtasksError(f"{path}: expected one input named text or image; the model takes {names}")
+        predictor = cls(serve, names[0])
+        predictor.model = loaded  # the signature needs its object alive
+        return predictor
+
+    def _tensor(self, items):
+        import tensorflow as tf
+
+        if self.input_name == "text":
+            return tf.constant(items, tf.string)
+        data = []
+        for item in items:
+            try:
+                data.append(Path(item).read_bytes())
+            except FileNotFoundError:
+                raise SeqtasksError(f"{item}: no such image file") from None
+            except OSError as error:
+                raise SeqtasksError(f"{item}: cannot read: {error.strerror}") from None
+        return tf.constant(data, tf.string)
+
+    def outputs(self, items):
+        """The signature's outputs for `items` as NumPy arrays; an unreadable image is named in the error."""
+        import tensorflow as tf
+
+        try:
+            return {key: value.numpy() for key, value in self.serve(**{self.input_name: self._tensor(items)}).items()}
+        except tf.errors.InvalidArgumentError as error:
+            if self.input_name == "image" and len(items) > 1:
+                for item in items:  # find the one that failed
+                    self.outputs([item])
+            what = f"{items[0]}: " if self.input_name == "image" and len(items) == 1 else ""
+            raise SeqtasksError(f"{what}the model rejected the input: {error.message.splitlines()[0]}") from None
+
+    def lines(self, items, batch_size, as_json=False):
+        """One printable line per input, in order, batch by batch."""
+        import click
+
+        with click.progressbar(
+            range(0, len(items), batch_size), label="Predicting", file=sys.stderr, hidden=len(items) <= batch_size
+        ) as starts:
+            for start in starts:
+                batch = items[start : start + batch_size]
+                outputs = self.outputs(batch)
+                for index in range(len(batch)):
+                    yield _json_line(outputs, index) if as_json else _text_line(outputs, index)
+
+
+def _text_line(outputs, index):
+    if "tags" in outputs and "tokens" in outputs:
+        pairs = zip(outputs["tokens"][index], outputs["tags"][index])
+        return " ".join(f"{token.decode()}/{tag.decode()}" for token, tag in pairs if token)
+    key = next(key for key in _MAIN_OUTPUTS if key in outputs)
+    return outputs[key][index].decode()
+
+
+def _json_line(outputs, index):
+    def plain(value):
+        if isinstance(value, bytes):
+            return value.decode()
+        if hasattr(value, "tolist"):
+            value = value.tolist()
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return value
+
+    return json.dumps({key: plain(value[index]) for key, value in outputs.items()}, ensure_ascii=False)

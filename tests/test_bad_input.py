@@ -1,0 +1,153 @@
+"""Bad input, one row each: the CLI exits with status 2 and one line that names the file, line or field."""
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from seqtasks.cli import main
+
+TRANSLATION = """task: translation
+data: {path: pairs.tsv, validation_size: 1, source_vocab_size: 50, target_vocab_size: 50}
+model: {embedding_dim: 4, encoder: {units: 4}, decoder: {units: 4}}
+training: {epochs: 1}
+export: {enabled: false}
+"""
+NER = """task: ner
+data: {path: train.conll, validation_size: 1}
+training: {epochs: 1}
+export: {enabled: false}
+"""
+SENTIMENT = """task: sentiment
+data: {format: tsv, path: texts.tsv, validation_size: 1, vocab_size: 50}
+training: {epochs: 1}
+export: {enabled: false}
+"""
+CAPTIONING = """task: captioning
+data: {captions: captions.txt, train_split: train.txt, validation_split: dev.txt, images: images}
+model: {backbone: {type: cnn, image_size: 16, filters: [4]}}
+training: {epochs: 1}
+export: {enabled: false}
+"""
+PAIRS = "Hello.\tHola.\nThanks.\tGracias.\n"
+SHAPE_PNG = (  # a valid 1x1 PNG
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde\x00\x00"
+    b"\x00\x0cIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+# id: (recipe, {file: content (None: a folder)}, extra arguments, the expected message as a regular expression)
+ROWS = {
+    "missing data file": (TRANSLATION, {}, [], r"pairs\.tsv: no such data file"),
+    "data path is a folder": (TRANSLATION, {"pairs.tsv": None}, [], r"pairs\.tsv: is a folder, expected a data file"),
+    "empty data file": (TRANSLATION, {"pairs.tsv": ""}, [], r"pairs\.tsv: no sentence pairs in the file"),
+    "too few columns": (
+        TRANSLATION, {"pairs.tsv": PAIRS + "Bye. Adiós.\n"}, [],
+        r"pairs\.tsv:3: expected at least 2 tab-separated columns \(source column 1, target column 0\); got 1",
+    ),
+    "invalid UTF-8": (
+        TRANSLATION, {"pairs.tsv": PAIRS.encode() + b"\xff\xfe\tx\n"}, [], r"pairs\.tsv:3: not valid utf-8 \(byte 1",
+    ),
+    "mixed encodings (a Latin-1 line)": (
+        TRANSLATION, {"pairs.tsv": PAIRS.encode() + "Coffee.\tCafé.\n".encode("latin-1")}, [],
+        r"pairs\.tsv:3: not valid utf-8 \(byte 12 of the line\)",
+    ),
+    "unknown encoding": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "data.encoding=klingon"], r"unknown text encoding 'klingon'",
+    ),
+    "CoNLL tag of another scheme": (
+        NER, {"train.conll": "John B-PER\nSmith E-PER\n\nHi O\n"}, [],
+        r"train\.conll:2: tag 'E-PER' is not O, B-TYPE or I-TYPE \(data\.scheme is iob2; other schemes such as IOBES",
+    ),
+    "CoNLL line without a tag": (
+        NER, {"train.conll": "John B-PER\nSmith\n"}, ["--set", "data.tag_column=1"],
+        r"train\.conll:2: expected at least 2 columns",
+    ),
+    "empty CoNLL file": (NER, {"train.conll": "\n\n"}, [], r"train\.conll: no sentences in the file"),
+    "labelled text line without a tab": (
+        SENTIMENT, {"texts.tsv": "label\ttext\n1\tgood\n0 bad\n"}, [], r"texts\.tsv:3: expected 'label<TAB>text'; found no tab",
+    ),
+    "CSV row with too many columns": (
+        SENTIMENT.replace("format: tsv, path: texts.tsv", "format: csv, path: texts.csv"),
+        {"texts.csv": "text,label\ngood,1\n\"bad, really\",0,extra\n"}, [],
+        r"texts\.csv:3: expected 2 columns as in the header; got 3",
+    ),
+    "image that is not an image": (
+        CAPTIONING,
+        {
+            "captions.txt": "a.png#0\ta red square\nb.png#0\ta blue circle\n",
+            "train.txt": "a.png\n",
+            "dev.txt": "b.png\n",
+            "images": None,
+            "images/a.png": b"this is text, not a PNG",
+            "images/b.png": SHAPE_PNG,
+        },
+        [],
+        r"images/a\.png: not a readable image \(JPEG, PNG, GIF or BMP\)",
+    ),
+    "image file missing": (
+        CAPTIONING,
+        {"captions.txt": "a.png#0\ta red square\nb.png#0\tx\n", "train.txt": "a.png\n", "dev.txt": "b.png\n",
+         "images": None, "images/b.png": SHAPE_PNG},
+        [],
+        r"images: 1 image file\(s\) the captions name are missing, e\.g\. 'a\.png'",
+    ),
+    "misspelled recipe key": (
+        TRANSLATION.replace("epochs: 1", "epohcs: 1"), {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: training\.epohcs: unknown key; .*\(did you mean 'epochs'\?\) \(line 4\)",
+    ),
+    "wrong type": (
+        TRANSLATION.replace("epochs: 1", "epochs: three"), {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: training\.epochs: expected an integer; got 'three' \(line 4\)",
+    ),
+    "negative size": (
+        TRANSLATION.replace("units: 4}, decoder", "units: -4}, decoder"), {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: model\.encoder\.units: expected at least 1; got -4 \(line 3\)",
+    ),
+    "beam width of 0": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "model.decoding.beam_width=0"],
+        r"--set model\.decoding\.beam_width: expected at least 1; got 0",
+    ),
+    "--set on a key that does not exist": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "model.decoder.unit=8"],
+        r"--set model\.decoder\.unit: unknown key",
+    ),
+    "--set without a value": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "training.epochs"],
+        r"--set 'training\.epochs': expected KEY=VALUE with a dotted key, e\.g\. training\.epochs=3",
+    ),
+    "recipe that is not YAML": ("task: [translation\n", {}, [], r"recipe\.yaml: invalid YAML"),
+    "recipe that runs code": (
+        "task: !!python/object/apply:os.system [echo hi]\n", {}, [], r"recipe\.yaml: invalid YAML",
+    ),
+    "output folder that is a file": (
+        TRANSLATION, {"pairs.tsv": PAIRS, "blocker": ""}, ["--output-dir", "{root}/blocker/runs"],
+        r"blocker/runs/recipe: cannot create the run folder",
+    ),
+}
+
+
+def _write(root, files):
+    for name, content in files.items():
+        path = root / name
+        if content is None:
+            path.mkdir(parents=True, exist_ok=True)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+@pytest.mark.parametrize("row", list(ROWS), ids=list(ROWS))
+def test_bad_input_exits_2_with_one_line_naming_it(tmp_path, row):
+    recipe, files, extra, expected = ROWS[row]
+    (tmp_path / "recipe.yaml").write_text(recipe, encoding="utf-8")
+    _write(tmp_path, files)
+    args = [arg.format(root=tmp_path) for arg in extra]
+    if "--output-dir" not in args:
+        args += ["--output-dir", str(tmp_path / "runs")]
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "recipe.yaml"), *args])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert re.search(expected, lines[0]), lines[0]
