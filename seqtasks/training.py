@@ -1,6 +1,7 @@
 """Optimizer, callbacks and the `fit` call shared by every task."""
 
 import contextlib
+import sys
 import warnings
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
                 epochs=epochs,
                 callbacks=callbacks,
                 shuffle=False,  # the datasets shuffle themselves
-                verbose=2,
+                verbose=1 if sys.stdout.isatty() else 2,  # a live bar in a terminal, a line per epoch in logs
             )
 
     if state is None or not state["done"]:

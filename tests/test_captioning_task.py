@@ -74,7 +74,7 @@ def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
         "data.max_validation_images=4",
     ]
     _, first = run_recipe(REPO / "recipes" / "captioning.yaml", tmp_path / "a", *overrides)
-    assert "Image features: 20/20" in first and "Image features: 4/4" in first
+    assert "Image features: 20 computed" in first and "Image features: 4 computed" in first
     assert len(list((tmp_path / "cache").glob("features-*.npy"))) == 2
     run_dir, second = run_recipe(REPO / "recipes" / "captioning.yaml", tmp_path / "b", *overrides)
     assert "Image features: 20 from the cache" in second and "Image features: 4 from the cache" in second

@@ -164,6 +164,8 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
     unless it flattens), from the cache when it has them."""
     import tensorflow as tf
 
+    from seqtasks.progress import progress_bar
+
     cache = Path(cache_dir) / f"features-{_cache_key(backbone, image_paths)}.npy"
     if cache.exists():
         log(f"Image features: {len(image_paths)} from the cache {cache}")
@@ -181,16 +183,18 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
     grid_of = tf.function(backbone.__call__, reduce_retracing=True)
     batches, done = [], 0
     iterator = iter(data)
-    while done < len(paths):
-        try:
-            images = next(iterator)
-        except tf.errors.InvalidArgumentError:
-            for path in paths[done : done + batch_size]:
-                read_image(path, backbone.size)
-            raise
-        batches.append(np.asarray(grid_of(images), np.float16))
-        done += len(images)
-        log(f"Image features: {done}/{len(paths)}")
+    with progress_bar(len(paths), "Image features") as bar:
+        while done < len(paths):
+            try:
+                images = next(iterator)
+            except tf.errors.InvalidArgumentError:
+                for path in paths[done : done + batch_size]:
+                    read_image(path, backbone.size)
+                raise
+            batches.append(np.asarray(grid_of(images), np.float16))
+            done += len(images)
+            bar.update(len(images))
+    log(f"Image features: {done} computed, cached in {cache}")
     features = np.concatenate(batches) if batches else np.zeros((0, 0, 0), np.float16)
     cache.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=cache.parent, suffix=".npy.tmp")

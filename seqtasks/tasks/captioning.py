@@ -315,6 +315,7 @@ def decode_inputs(decode_fn, inputs, batch_size, timings=None):
     """Output ids `(len(inputs), steps)` of the decode function over image inputs, traced once."""
     import tensorflow as tf
 
+    from seqtasks.progress import progress_bar
     from seqtasks.tasks.seq2seq_common import pad_rows
 
     signature = tf.TensorSpec((None,) + tuple(inputs.shape[1:]), tf.as_dtype(inputs.dtype))
@@ -323,9 +324,11 @@ def decode_inputs(decode_fn, inputs, batch_size, timings=None):
     compiled.get_concrete_function()
     traced = time.perf_counter()
     rows = []
-    for start in range(0, len(inputs), batch_size):
-        ids, _, _ = compiled(tf.constant(inputs[start : start + batch_size]))
-        rows.extend(list(np.asarray(ids)))
+    with progress_bar(len(inputs), "Captioning") as bar:
+        for start in range(0, len(inputs), batch_size):
+            ids, _, _ = compiled(tf.constant(inputs[start : start + batch_size]))
+            rows.extend(list(np.asarray(ids)))
+            bar.update(len(ids))
     if timings is not None:
         timings.update(trace_seconds=traced - started, decode_seconds=time.perf_counter() - traced)
     return pad_rows(rows, max((len(r) for r in rows), default=1))

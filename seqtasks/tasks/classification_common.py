@@ -29,15 +29,19 @@ def predict_probabilities(model, encode, texts, batch_size):
     import numpy as np
     import tensorflow as tf
 
+    from seqtasks.progress import progress_bar
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def predict(text):
         return tf.nn.softmax(tf.cast(model(_padded_ids(encode, text), training=False), tf.float32))
 
     order = np.argsort([len(text) for text in texts], kind="stable")
     out = np.zeros((len(texts), model.num_classes), np.float32)
-    for start in range(0, len(texts), batch_size):
-        chunk = order[start : start + batch_size]
-        out[chunk] = predict(tf.constant([texts[i] for i in chunk])).numpy()
+    with progress_bar(len(texts), "Classifying") as bar:
+        for start in range(0, len(texts), batch_size):
+            chunk = order[start : start + batch_size]
+            out[chunk] = predict(tf.constant([texts[i] for i in chunk])).numpy()
+            bar.update(len(chunk))
     return out
 
 

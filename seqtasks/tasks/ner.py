@@ -109,17 +109,21 @@ def predict_tags(model, featurizer, tags, sentences, batch_size):
     """Tag lists for token lists, in length-sorted batches with one traced function."""
     import tensorflow as tf
 
+    from seqtasks.progress import progress_bar
+
     @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.string)])
     def decode(tokens):
         return model.decode(featurizer.features(tokens))
 
     order = np.argsort([len(words) for words in sentences], kind="stable")
     out = [None] * len(sentences)
-    for start in range(0, len(sentences), batch_size):
-        chunk = order[start : start + batch_size]
-        ids = decode(tf.ragged.constant([sentences[i] for i in chunk], dtype=tf.string)).numpy()
-        for index, row in zip(chunk, ids):
-            out[index] = [tags[i] for i in row[: len(sentences[index])]]
+    with progress_bar(len(sentences), "Tagging") as bar:
+        for start in range(0, len(sentences), batch_size):
+            chunk = order[start : start + batch_size]
+            ids = decode(tf.ragged.constant([sentences[i] for i in chunk], dtype=tf.string)).numpy()
+            for index, row in zip(chunk, ids):
+                out[index] = [tags[i] for i in row[: len(sentences[index])]]
+            bar.update(len(chunk))
     return out
 
 

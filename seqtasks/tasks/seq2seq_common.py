@@ -62,6 +62,8 @@ def decode_all(decode_fn, rows, batch_size, timings=None):
     import numpy as np
     import tensorflow as tf
 
+    from seqtasks.progress import progress_bar
+
     compiled = tf.function(decode_fn, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     started = time.perf_counter()
     compiled.get_concrete_function()
@@ -69,11 +71,13 @@ def decode_all(decode_fn, rows, batch_size, timings=None):
     rows = [[int(i) for i in row if i != PAD_ID] for row in rows]
     order = np.argsort([len(row) for row in rows], kind="stable")
     outputs = [None] * len(rows)
-    for start in range(0, len(rows), batch_size):
-        chunk = order[start : start + batch_size]
-        ids, _, _ = compiled(tf.constant(pad_rows([rows[i] for i in chunk])))
-        for index, output in zip(chunk, np.asarray(ids)):
-            outputs[index] = output
+    with progress_bar(len(rows), "Decoding") as bar:
+        for start in range(0, len(rows), batch_size):
+            chunk = order[start : start + batch_size]
+            ids, _, _ = compiled(tf.constant(pad_rows([rows[i] for i in chunk])))
+            for index, output in zip(chunk, np.asarray(ids)):
+                outputs[index] = output
+            bar.update(len(chunk))
     if timings is not None:
         timings.update(trace_seconds=traced - started, decode_seconds=time.perf_counter() - traced)
     return outputs
