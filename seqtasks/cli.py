@@ -49,15 +49,13 @@ def main():
     """Sequence tasks with RNN encoder-decoders and attention, from recipes."""
 
 
+def _overrides_option(help):
+    return click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=help)
+
+
 @main.command()
 @click.argument("recipe")
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a recipe field by its dotted path, e.g. training.epochs=3 (repeatable).",
-)
+@_overrides_option("Override a recipe field by its dotted path, e.g. training.epochs=3 (repeatable).")
 @click.option(
     "--output-dir",
     default="runs",
@@ -105,12 +103,8 @@ def run(recipe, overrides, output_dir, fresh):
         click.echo(f"SavedModel: {metrics['export']}")
 
 
-_OVERRIDES = click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a field of the run's recipe, e.g. model.decoding.beam_width=10 (repeatable).",
+_OVERRIDES = _overrides_option(
+    "Override a field of the run's recipe, e.g. model.decoding.beam_width=10 (repeatable)."
 )
 _CHECKPOINT = click.option(
     "--checkpoint",

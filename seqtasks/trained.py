@@ -104,9 +104,12 @@ def load_model(run_dir, checkpoint, model_class, build, training):
     path = checkpoint_file(run_dir, checkpoint)
     if path is None:
         final = Path(run_dir) / "model" / "model.keras"
-        return keras.models.load_model(
-            final, custom_objects={model_class.__name__: model_class}, safe_mode=True, compile=False
-        )
+        try:
+            return keras.models.load_model(
+                final, custom_objects={model_class.__name__: model_class}, safe_mode=True, compile=False
+            )
+        except Exception as error:  # Keras raises many types for a file that is not its model
+            raise SeqtasksError(f"{final}: cannot load the model (safe mode): {str(error).splitlines()[0]}") from None
     model = build()
     if not model.built:
         model.build()

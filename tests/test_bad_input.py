@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from seqtasks.cli import main
+from seqtasks.errors import SeqtasksError
 
 TRANSLATION = """task: translation
 data: {path: pairs.tsv, validation_size: 1, source_vocab_size: 50, target_vocab_size: 50}
@@ -119,6 +120,10 @@ ROWS = {
     "recipe that runs code": (
         "task: !!python/object/apply:os.system [echo hi]\n", {}, [], r"recipe\.yaml: invalid YAML",
     ),
+    "recipe name that would leave the output folder": (
+        "name: ../../escape\n" + TRANSLATION, {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: name: expected letters, digits, '\.', '_' or '-' \(a folder name\); got '\.\./\.\./escape' \(line 1\)",
+    ),
     "output folder that is a file": (
         TRANSLATION, {"pairs.tsv": PAIRS, "blocker": ""}, ["--output-dir", "{root}/blocker/runs"],
         r"blocker/runs/recipe: cannot create the run folder",
@@ -151,3 +156,28 @@ def test_bad_input_exits_2_with_one_line_naming_it(tmp_path, row):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert re.search(expected, lines[0]), lines[0]
+
+
+def test_models_load_in_safe_mode_only(tmp_path):
+    """A `.keras` file with a Python lambda (code) is refused, as a run's model and as a backbone."""
+    import keras
+
+    from seqtasks.data.image_features import load_backbone
+
+    inputs = keras.Input((8, 8, 3))
+    model = keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs))
+    run_dir = tmp_path / "run"
+    (run_dir / "model").mkdir(parents=True)
+    model.save(run_dir / "model" / "model.keras")
+    (run_dir / "recipe.yaml").write_text("task: toy\n")
+    result = CliRunner().invoke(main, ["export", str(run_dir)])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: {run_dir / 'model' / 'model.keras'}: cannot load the model (safe mode): ")
+    assert "lambda" in line.lower()
+    try:
+        load_backbone(run_dir / "model" / "model.keras")
+    except SeqtasksError as error:
+        assert "cannot load a Keras model" in str(error) and "lambda" in str(error).lower()
+    else:
+        raise AssertionError("a backbone with a lambda loaded")

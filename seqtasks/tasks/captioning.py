@@ -336,12 +336,10 @@ def decode_inputs(decode_fn, inputs, batch_size, timings=None):
 
 def evaluate_and_export(recipe, run_dir, model, tokenizer, backbone, names, inputs, references):
     """`evaluate` on the validation images, then `export` where the recipe asks for it."""
+    from seqtasks.export import export_if_enabled
+
     metrics = evaluate(recipe, run_dir, model, tokenizer, backbone, names, inputs, references)
-    if recipe.export.enabled:
-        exported = export(recipe, model, tokenizer, backbone)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
-    return metrics
+    return export_if_enabled(recipe, metrics, lambda: export(recipe, model, tokenizer, backbone))
 
 
 def _served_image_size(recipe, backbone):

@@ -196,12 +196,10 @@ def export_run(run):
 
 def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
     """`evaluate` on the validation sentences, then `export` where the recipe asks for it."""
+    from seqtasks.export import export_if_enabled
+
     metrics = evaluate(recipe, run_dir, model, featurizer, tags, validation)
-    if recipe.export.enabled:
-        exported = export(recipe, model, featurizer, tags)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
-    return metrics
+    return export_if_enabled(recipe, metrics, lambda: export(recipe, model, featurizer, tags))
 
 
 def export(recipe, model, featurizer, tags):

@@ -191,12 +191,10 @@ def export_run(run):
 
 def evaluate_and_export(recipe, run_dir, model, tokenizer, validation, labels, names):
     """`evaluate` on the validation texts, then `export` where the recipe asks for it."""
+    from seqtasks.export import export_if_enabled
+
     metrics = evaluate(recipe, run_dir, model, tokenizer, validation, labels, names)
-    if recipe.export.enabled:
-        exported = export(recipe, model, tokenizer, names)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
-    return metrics
+    return export_if_enabled(recipe, metrics, lambda: export(recipe, model, tokenizer, names))
 
 
 def export(recipe, model, tokenizer, names):

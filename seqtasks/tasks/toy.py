@@ -62,6 +62,7 @@ def run(recipe, run_dir):
     """Trains, evaluates and exports the toy model; returns the metrics."""
     import keras
 
+    from seqtasks.export import export_if_enabled
     from seqtasks.models import Seq2Seq
     from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode
     from seqtasks.training import fit_metrics, train_model
@@ -97,10 +98,7 @@ def run(recipe, run_dir):
     metrics.update(
         validation=scores, train_examples=config.train_size, validation_examples=config.validation_size
     )
-    if recipe.export.enabled:
-        exported = export(recipe, model, tokenizer)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
+    export_if_enabled(recipe, metrics, lambda: export(recipe, model, tokenizer))
     metrics["seconds"] = round(time.time() - started, 1)
     return metrics
 

@@ -182,12 +182,10 @@ def export_run(run):
 
 def evaluate_and_export(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs):
     """`evaluate` on the validation pairs, then `export` where the recipe asks for it."""
+    from seqtasks.export import export_if_enabled
+
     metrics = evaluate(recipe, run_dir, model, source_tokenizer, target_tokenizer, validation_pairs)
-    if recipe.export.enabled:
-        exported = export(recipe, model, source_tokenizer, target_tokenizer)
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
-    return metrics
+    return export_if_enabled(recipe, metrics, lambda: export(recipe, model, source_tokenizer, target_tokenizer))
 
 
 def export(recipe, model, source_tokenizer, target_tokenizer):
