@@ -49,8 +49,8 @@ def main():
     """Sequence tasks with RNN encoder-decoders and attention, from recipes."""
 
 
-def _overrides_option(help):
-    return click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=help)
+def _overrides_option(text):
+    return click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=text)
 
 
 @main.command()
@@ -214,8 +214,8 @@ def predict(saved_model, inputs, input_file, batch_size, as_json):
             raise SeqtasksError("give inputs as arguments or with --input, not both")
         if not inputs and not input_file:
             raise SeqtasksError("nothing to predict: give inputs as arguments or with --input FILE")
-        predictor = Predictor.load(saved_model)
         items = list(inputs) if inputs else read_inputs(input_file)
+        predictor = Predictor.load(saved_model)
         for line in predictor.lines(items, batch_size, as_json):
             click.echo(line)
     except SeqtasksError as error:

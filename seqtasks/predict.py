@@ -23,7 +23,8 @@ def read_inputs(path):
 class Predictor:
     """A SavedModel's `serving_default` with its one string input, `text` or `image` (encoded image bytes)."""
 
-    def __init__(self, serve, input_name):
+    def __init__(self, loaded, serve, input_name):
+        self.loaded = loaded  # the signature needs the loaded object alive
         self.serve = serve
         self.input_name = input_name
 
@@ -48,9 +49,7 @@ class Predictor:
         names = list(serve.structured_input_signature[1])
         if len(names) != 1 or names[0] not in ("text", "image"):
             raise SeqtasksError(f"{path}: expected one input named text or image; the model takes {names}")
-        predictor = cls(serve, names[0])
-        predictor.model = loaded  # the signature needs its object alive
-        return predictor
+        return cls(loaded, serve, names[0])
 
     def _tensor(self, items):
         import tensorflow as tf

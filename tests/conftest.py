@@ -157,3 +157,20 @@ def check_eval_export_predict(run_dir, data_file, examples, export_root, expecte
     one = seqtasks_command("predict", exported, inputs[0], "--json")
     assert json.loads(one.stdout) and len(one.stdout.splitlines()) == 1
     return metrics
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Starts the JAX re-run of the layer tests as soon as it is collected, to overlap the rest of the suite."""
+    if any(item.nodeid.endswith("test_layer_tests_pass_under_jax") for item in items):
+        import test_jax_backend
+
+        test_jax_backend.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A session stopped before the JAX test (`-x`, Ctrl-C) does not leave its subprocess running."""
+    module = sys.modules.get("test_jax_backend")
+    process = getattr(module, "_run", {}).get("process") if module else None
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()

@@ -181,3 +181,19 @@ def test_models_load_in_safe_mode_only(tmp_path):
         assert "cannot load a Keras model" in str(error) and "lambda" in str(error).lower()
     else:
         raise AssertionError("a backbone with a lambda loaded")
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["{root}", "hello"], "{root}: not a SavedModel folder (no saved_model.pb)"),
+        (["{root}/missing", "hello"], "{root}/missing: not a SavedModel folder (no saved_model.pb)"),
+        (["{root}"], "nothing to predict: give inputs as arguments or with --input FILE"),
+        (["{root}", "hello", "--input", "{root}/in.txt"], "give inputs as arguments or with --input, not both"),
+        (["{root}", "--input", "{root}/in.txt"], "{root}/in.txt: no such data file"),
+    ],
+)
+def test_predict_refuses_bad_input_with_one_line(tmp_path, args, expected):
+    result = CliRunner().invoke(main, ["predict", *(arg.format(root=tmp_path) for arg in args)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [f"Error: {expected.format(root=tmp_path)}"]

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
 
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
@@ -211,3 +211,10 @@ def test_eval_export_and_predict_commands(caption_run, tmp_path):
         return [SHAPES / "images" / row[0] for row in rows], [row[1] for row in rows]
 
     check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)
+    (exported,) = (tmp_path / "exports" / "captioning").iterdir()
+    (tmp_path / "notes.png").write_text("not an image")
+    result = seqtasks_command("predict", exported, SHAPES / "images" / names[0], tmp_path / "notes.png", expect=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: {tmp_path / 'notes.png'}: the model rejected the input: ")
+    result = seqtasks_command("predict", exported, tmp_path / "missing.jpg", expect=2)
+    assert f"{tmp_path / 'missing.jpg'}: no such image file" in result.stderr
