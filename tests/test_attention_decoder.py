@@ -18,6 +18,8 @@ CONFIGS = [
     {"units": 10, "input_feeding": False, "cell_type": "gru", "score": "general", "scale": True},
     {"units": 10, "attention": "bahdanau", "gate": True},
     {"units": 10, "input_feeding": False, "attention": "bahdanau", "gate": True},
+    {"units": 10, "input_feeding": False, "cell_type": "gru", "combine": "residual"},
+    {"units": 10, "num_layers": 2, "combine": "residual"},
 ]
 
 
@@ -125,6 +127,8 @@ def test_stepping_an_unbuilt_decoder_is_a_clear_error():
         ({"units": 8, "attention": "dot"}, "Received: attention='dot'"),
         ({"units": 8, "score": "dott"}, "Received: score='dott'"),
         ({"units": 8, "output_size": -1}, "Received: output_size=-1"),
+        ({"units": 8, "combine": "add"}, "Received: combine='add'"),
+        ({"units": 8, "combine": "residual", "output_size": 6}, "output_size must be units \\(8\\). Received: output_size=6"),
     ],
 )
 def test_invalid_arguments_are_clear_errors(kwargs, message):
@@ -156,7 +160,7 @@ def test_gate_scales_the_context_by_a_sigmoid_of_the_query():
     np.testing.assert_allclose(np.array(output), np.array(expected), atol=1e-6)
 
 
-@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[6]])
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[6], CONFIGS[8]])
 def test_layer_contract(config, tmp_path):
     initial_state = [[RNG.normal(size=(3, config["units"])).astype("float32")] * 2] * config.get(
         "num_layers", 1
@@ -173,3 +177,14 @@ def test_layer_contract(config, tmp_path):
         call_kwargs={"return_attention": True},
         tmp_path=tmp_path,
     )
+
+
+def test_residual_combine_is_the_normalised_sum_of_state_and_projected_context():
+    decoder = AttentionDecoder(units=10, input_feeding=False, cell_type="gru", combine="residual")
+    outputs, weights = decoder(TARGET, MEMORY, memory_mask=MEMORY_MASK, return_attention=True)
+    states, *_ = decoder.rnn_layers[0](TARGET)
+    context = np.einsum("btm,bmd->btd", np.array(weights), MEMORY)
+    summed = np.array(states) + context @ np.array(decoder.output_dense.kernel)
+    mean, variance = summed.mean(-1, keepdims=True), summed.var(-1, keepdims=True)
+    expected = (summed - mean) / np.sqrt(variance + decoder.output_norm.epsilon)  # LayerNorm starts at gamma 1, beta 0
+    np.testing.assert_allclose(np.array(outputs), expected, atol=1e-4)

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
 
 from seqtasks.recipe import load_recipe
 
@@ -114,3 +114,11 @@ def test_eval_export_and_predict_commands(translation_run, tmp_path):
 
     check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)
     assert len((run_dir / "eval" / "validation" / "translations.tsv").read_text().splitlines()) == len(validation)
+    # A recipe names its newest finished run; --set changes the decoding for this evaluation only.
+    result = seqtasks_command(
+        "eval", root / "tiny.yaml", "--output-dir", root / "runs", "--data", data, "--set", "model.decoding.beam_width=1"
+    )
+    assert f"Run folder: {run_dir}" in result.stdout
+    greedy = json.loads((run_dir / "eval" / "validation" / "metrics.json").read_text())
+    assert greedy["decoding"]["beam_width"] == 1 and "bleu" in greedy["validation"]
+    assert load_recipe(run_dir / "recipe.yaml").model.decoding.beam_width == 3

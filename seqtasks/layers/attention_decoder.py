@@ -8,6 +8,7 @@ from seqtasks.layers.stacked_rnn import _check_choice, _check_positive_int, _che
 
 DECODER_CELL_TYPES = ("lstm", "gru")
 ATTENTION_TYPES = ("bahdanau", "luong")
+COMBINE_MODES = ("tanh", "residual")
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -25,9 +26,10 @@ class AttentionDecoder(keras.layers.Layer):
     3b. with `gate=True`, scales the context by `β_t = σ(w·h_t + b)`, the
        gating scalar of Show, Attend and Tell, so the decoder can lean on
        its language state rather than the memory (e.g. for "a" or "of");
-    4. returns the attentional vector `h̃_t = tanh(W_c [h_t; c_t])`
-       (dropout applied when training), which the caller projects onto the
-       vocabulary.
+    4. returns the attentional vector `h̃_t = tanh(W_c [h_t; c_t])`, or with
+       `combine="residual"` `h̃_t = LayerNorm(h_t + W_c c_t)` (the cross
+       attention block of TensorFlow's current NMT tutorial), dropout applied
+       when training; the caller projects it onto the vocabulary.
 
     `call` runs a whole target sequence at once (teacher forcing). With input
     feeding the steps depend on each other and run in a `keras.ops.scan`;
@@ -50,7 +52,10 @@ class AttentionDecoder(keras.layers.Layer):
         scale: bool, learned scale of the Luong score.
         input_feeding: bool, whether `h̃_{t-1}` is fed into step `t`.
         output_size: int, size of the attentional vector `h̃`. Defaults to
-            `units`.
+            `units`; `combine="residual"` needs it to be `units`.
+        combine: how the top state and the context make `h̃`: `"tanh"`
+            (Luong et al.) or `"residual"` (a residual connection around the
+            projected context, then layer normalisation).
         gate: bool, whether the context is scaled by a learned gating scalar
             computed from the query state (Xu et al. 2015, section 4.2.1).
         dropout: float, dropout rate between recurrent layers and on `h̃`.
@@ -110,6 +115,7 @@ class AttentionDecoder(keras.layers.Layer):
         gate=False,
         dropout=0.0,
         seed=None,
+        combine="tanh",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -123,6 +129,12 @@ class AttentionDecoder(keras.layers.Layer):
         if output_size is not None:
             _check_positive_int(output_size, "output_size")
         _check_rate(dropout, "dropout")
+        _check_choice(combine, COMBINE_MODES, "combine")
+        if combine == "residual" and output_size not in (None, units):
+            raise ValueError(
+                f"combine='residual' adds the context to the state, so output_size must be units ({units}). "
+                f"Received: output_size={output_size}"
+            )
         self.units = units
         self.num_layers = num_layers
         self.cell_type = cell_type
@@ -136,6 +148,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.gate = bool(gate)
         self.dropout = float(dropout)
         self.seed = seed
+        self.combine = combine
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 
@@ -187,15 +200,25 @@ class AttentionDecoder(keras.layers.Layer):
                 1, activation="sigmoid", dtype=self.dtype_policy, name="context_gate"
             )
             self.gate_dense.build((None, self.units))
+        residual = self.combine == "residual"
         self.output_dense = keras.layers.Dense(
             self.attentional_size,
-            activation="tanh",
+            activation=None if residual else "tanh",
             use_bias=False,
             dtype=self.dtype_policy,
             name="attentional_dense",
         )
-        self.output_dense.build((None, self.units + memory_shape[-1]))
+        self.output_dense.build((None, memory_shape[-1] if residual else self.units + memory_shape[-1]))
+        self.output_norm = None
+        if residual:
+            self.output_norm = keras.layers.LayerNormalization(dtype=self.dtype_policy, name="attentional_norm")
+            self.output_norm.build((None, self.units))
         self.built = True
+
+    def _attentional(self, state, context):
+        if self.output_norm is None:
+            return self.output_dense(ops.concatenate([state, context], axis=-1))
+        return self.output_norm(state + self.output_dense(context))
 
     def _require_built(self):
         if not self.built:
@@ -294,7 +317,7 @@ class AttentionDecoder(keras.layers.Layer):
                 layer_new_state = [layer_new_state]
             new_state.extend(layer_new_state)
         context, weights = self._attend(x, keys, memory, memory_mask)
-        output = self.output_dense(ops.concatenate([x, context], axis=-1))
+        output = self._attentional(x, context)
         if dropout_masks is not None:
             output = output * dropout_masks[-1]
         if self.input_feeding:
@@ -386,7 +409,7 @@ class AttentionDecoder(keras.layers.Layer):
                 x, initial_state=layer_state, mask=inputs_mask, training=training
             )
         context, weights = self._attend(x, keys, memory, memory_mask)
-        outputs = self.output_dense(ops.concatenate([x, context], axis=-1))
+        outputs = self._attentional(x, context)
         if training and self.dropout > 0.0:
             outputs = keras.random.dropout(outputs, self.dropout, seed=self.seed_generator)
         return outputs, weights
@@ -411,6 +434,7 @@ class AttentionDecoder(keras.layers.Layer):
                 "gate": self.gate,
                 "dropout": self.dropout,
                 "seed": self.seed,
+                "combine": self.combine,
             }
         )
         return config

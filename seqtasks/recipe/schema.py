@@ -62,6 +62,11 @@ class DecoderConfig:
     num_layers: int = spec(1, "Number of stacked decoder layers.", min=1)
     input_feeding: bool = spec(True, "Feed the previous attentional vector into each step (Luong).")
     dropout: float = spec(0.0, "Dropout between decoder layers and on the attentional vector.", min=0.0, below=1.0)
+    combine: Literal["tanh", "residual"] = spec(
+        "tanh",
+        "How the decoder state h and the attention context c make the attentional vector: 'tanh', "
+        "tanh(W[h; c]) (Luong); 'residual', LayerNorm(h + Wc) (TensorFlow's current NMT tutorial).",
+    )
 
 
 @dataclass
