@@ -122,3 +122,18 @@ def test_eval_export_and_predict_commands(translation_run, tmp_path):
     greedy = json.loads((run_dir / "eval" / "validation" / "metrics.json").read_text())
     assert greedy["decoding"]["beam_width"] == 1 and "bleu" in greedy["validation"]
     assert load_recipe(run_dir / "recipe.yaml").model.decoding.beam_width == 3
+
+
+@pytest.mark.parametrize("module", ["tutorial_attention", "tutorial_bahdanau"])
+def test_benchmark_baselines_train_and_decode_from_a_run_folder(translation_run, tmp_path, fresh_python, module):
+    """The suite's tutorial baselines, for two seconds on the tiny run: their records have every figure."""
+    _, run_dir, _ = translation_run
+    out = tmp_path / "baseline.json"
+    result = fresh_python(
+        f"from benchmarks.baselines.{module} import main\nmain({str(run_dir)!r}, 2.0, {str(out)!r})"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["first_step_seconds"] > 0 and record["train_target_tokens_per_second"] > 0
+    assert 0.0 <= record["bleu_greedy"] <= 100.0 and record["greedy_sentences_per_second"] > 0
+    assert record["parameters"] > 0
