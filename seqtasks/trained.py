@@ -99,7 +99,7 @@ def load_model(run_dir, checkpoint, model_class, build, training):
     """
     import keras
 
-    from seqtasks.training import make_optimizer
+    from seqtasks.training import dtype_policy, make_optimizer
 
     path = checkpoint_file(run_dir, checkpoint)
     if path is None:
@@ -110,9 +110,10 @@ def load_model(run_dir, checkpoint, model_class, build, training):
             )
         except Exception as error:  # Keras raises many types for a file that is not its model
             raise SeqtasksError(f"{final}: cannot load the model (safe mode): {str(error).splitlines()[0]}") from None
-    model = build()
-    if not model.built:
-        model.build()
+    with dtype_policy(training.precision):  # as in training, so mixed_float16 gets its loss-scale optimizer
+        model = build()
+        if not model.built:
+            model.build()
     model.compile(optimizer=make_optimizer(training))
     model.optimizer.build(model.trainable_variables)
     try:

@@ -5,7 +5,7 @@ import json
 import keras
 import numpy as np
 import pytest
-from conftest import run_recipe, serve_in_tensorflow_only
+from conftest import run_recipe, seqtasks_command, serve_in_tensorflow_only
 
 
 @pytest.mark.parametrize("precision, compute", [("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16")])
@@ -31,3 +31,8 @@ def test_toy_trains_and_exports_under_a_mixed_policy(precision, compute, tmp_pat
         assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     out = serve_in_tensorflow_only(tmp_path / "saved_models" / "toy" / "1", {"digits": ["1 2 3", ""]})
     assert out["digits"]["output"]["shape"] == [2] and out["digits"]["score"]["dtype"] == "float32"
+    # A checkpoint (weights and the optimizer's state, loss scale included) exports like the final model.
+    result = seqtasks_command("export", run_dir, "--checkpoint", "best")
+    assert result.stdout.strip().splitlines()[-1] == f"SavedModel: {tmp_path / 'saved_models' / 'toy' / '2'}"
+    again = serve_in_tensorflow_only(tmp_path / "saved_models" / "toy" / "2", {"digits": ["1 2 3", ""]})
+    assert again["digits"]["output"]["value"] == out["digits"]["output"]["value"]
