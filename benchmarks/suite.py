@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 _GREEDY = """
 import json, sys
-from seqtasks.tasks.translation import evaluate_run
-metrics = evaluate_run(sys.argv[1], ["model.decoding.beam_width=1", "export.enabled=false"])
+from seqtasks.runner import Runner
+metrics = Runner.open(sys.argv[1], ["model.decoding.beam_width=1"]).evaluate()
 print("RESULT", json.dumps({"bleu": metrics["validation"]["bleu"], "speed": metrics["decode_sentences_per_second"]}))
 """
 

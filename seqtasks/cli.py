@@ -1,7 +1,9 @@
-"""The `seqtasks` command. TensorFlow is imported only by the commands that train."""
+"""The `seqtasks` command: parses arguments and reports; `seqtasks.runner` does the work.
+
+TensorFlow is imported only by the commands that need it, so `--help` and `recipes` stay fast.
+"""
 
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -74,29 +76,15 @@ def run(recipe, overrides, output_dir, fresh):
     A run that was stopped before it finished (killed, preempted) is resumed
     from its last checkpoint when the same command is given again.
     """
-    from seqtasks.distribute import make_strategy
-    from seqtasks.io_utils import make_run_dir, write_json_atomic, write_text_atomic
-    from seqtasks.recipe import dump_recipe, load_recipe
-    from seqtasks.run_folders import unfinished_run
-    from seqtasks.tasks import TASKS
+    from seqtasks.recipe import load_recipe
+    from seqtasks.runner import Runner
 
     try:
-        loaded = load_recipe(resolve_recipe(recipe), overrides)
-        # Before any other TensorFlow work: multi-worker collectives are configured at start-up.
-        make_strategy(loaded.distribute)
-        recipe_text = dump_recipe(loaded)
-        run_dir = None if fresh else unfinished_run(output_dir, loaded.name, recipe_text)
-        if run_dir is not None:
-            click.echo(f"Resuming the unfinished run in {run_dir} (--fresh starts a new one)")
-        else:
-            run_dir = make_run_dir(output_dir, loaded.name, time.strftime("%Y%m%d-%H%M%S"))
-            write_text_atomic(run_dir / "recipe.yaml", recipe_text)
-        click.echo(f"Run folder: {run_dir}")
-        metrics = TASKS[loaded.task].load_runner()(loaded, run_dir)
-        write_json_atomic(run_dir / "metrics.json", metrics)
+        runner = Runner.start(load_recipe(resolve_recipe(recipe), overrides), output_dir, fresh, log=click.echo)
+        metrics = runner.train()
     except SeqtasksError as error:
         raise UserError(str(error)) from None
-    click.echo(f"Metrics: {run_dir / 'metrics.json'}")
+    click.echo(f"Metrics: {runner.run_dir / 'metrics.json'}")
     for key, value in metrics.get("validation", {}).items():
         click.echo(f"  validation {key}: {value:.4f}")
     if "export" in metrics:
@@ -115,15 +103,14 @@ _CHECKPOINT = click.option(
 )
 
 
-def _trained_run(target, output_dir, overrides, checkpoint):
-    """The task and the loaded run that `target` (a run folder or a recipe) names."""
-    from seqtasks.tasks import TASKS
-    from seqtasks.trained import find_run, read_run_recipe
+def _open_run(target, output_dir, overrides):
+    """The `Runner` of the run folder `target` names (a run folder, or a recipe's newest finished run)."""
+    from seqtasks.run_folders import find_run
+    from seqtasks.runner import Runner
 
     run_dir = find_run(target, output_dir, resolve_recipe)
-    task = TASKS[read_run_recipe(run_dir, overrides).task]
     click.echo(f"Run folder: {run_dir}")
-    return task, task.function("load_run")(run_dir, overrides, checkpoint)
+    return Runner.open(run_dir, overrides, log=click.echo)
 
 
 @main.command("eval")
@@ -150,22 +137,14 @@ def evaluate(target, data_path, overrides, checkpoint, output_dir):
     RECIPE_OR_RUN is a run folder, or a recipe whose newest finished run is
     used. Outputs (predictions, metrics.json) go to RUN/eval/<file name>/.
     """
-    from seqtasks.io_utils import write_json_atomic
-    from seqtasks.trained import eval_folder
+    from seqtasks.run_folders import eval_folder
 
     try:
-        if not Path(data_path).is_file():
-            raise SeqtasksError(f"{data_path}: no such data file")
-        task, trained_run = _trained_run(target, output_dir, overrides, checkpoint)
-        evaluate_file = task.function("evaluate_file")
-        if evaluate_file is None:
-            raise SeqtasksError(f"task {task.name!r} makes its own data; it has no data files to evaluate on")
-        metrics = evaluate_file(trained_run, data_path)
-        metrics_path = eval_folder(trained_run.run_dir, data_path) / "metrics.json"
-        write_json_atomic(metrics_path, {"data": str(Path(data_path).resolve()), **metrics})
+        runner = _open_run(target, output_dir, overrides)
+        metrics = runner.evaluate(data_path, checkpoint)
     except SeqtasksError as error:
         raise UserError(str(error)) from None
-    click.echo(f"Metrics: {metrics_path}")
+    click.echo(f"Metrics: {eval_folder(runner.run_dir, data_path) / 'metrics.json'}")
     for key, value in metrics["validation"].items():
         click.echo(f"  {key}: {value:.4f}")
 
@@ -184,8 +163,7 @@ def export(run_dir, overrides, checkpoint):
     try:
         if not Path(run_dir).is_dir():
             raise SeqtasksError(f"{run_dir}: no such run folder")
-        task, trained_run = _trained_run(run_dir, None, overrides, checkpoint)
-        exported = task.function("export_run")(trained_run)
+        exported = _open_run(run_dir, None, overrides).export(checkpoint)
     except SeqtasksError as error:
         raise UserError(str(error)) from None
     click.echo(f"SavedModel: {exported}")

@@ -38,11 +38,3 @@ def export_saved_model(module, signature, export_root, name):
         return None
     return publish_folder(write, next_version_dir(Path(export_root) / name))
 
-
-def export_if_enabled(recipe, metrics, export):
-    """Calls `export()` where the recipe enables exporting; records its folder as `metrics["export"]`."""
-    if recipe.export.enabled:
-        exported = export()
-        if exported is not None:  # None on the workers of a multi-worker run: the chief exports
-            metrics["export"] = str(exported)
-    return metrics

@@ -1,6 +1,8 @@
 import keras
 from keras import ops
 
+from seqtasks.special_ids import PAD_ID
+
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class SmoothedSparseCrossentropy(keras.losses.Loss):
@@ -51,3 +53,16 @@ def replica_share(count):
         return 1.0
     count = ops.cast(count, "float32")
     return count / ops.maximum(mean_over_replicas(count), 1.0)
+
+
+class TokenMeanLoss:
+    """Model mixin: the compiled loss, as a mean over every real target token of the global batch.
+
+    The compiled loss is a mean over the replica's own real tokens (labels
+    other than `PAD_ID`); `replica_share` weighs it by the replica's share of
+    them. List it before `keras.Model` among the bases.
+    """
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")))

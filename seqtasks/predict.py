@@ -6,9 +6,6 @@ from pathlib import Path
 
 from seqtasks.errors import SeqtasksError
 
-# The output a line shows, in order of preference; NER shows `token/TAG` pairs instead.
-_MAIN_OUTPUTS = ("translation", "caption", "output", "label")
-
 
 def read_inputs(path):
     """The lines of `path` (`-`: standard input), blank lines kept: each is one input."""
@@ -21,12 +18,17 @@ def read_inputs(path):
 
 
 class Predictor:
-    """A SavedModel's `serving_default` with its one string input, `text` or `image` (encoded image bytes)."""
+    """A SavedModel's `serving_default` with its one string input, `text` or `image` (encoded image bytes).
 
-    def __init__(self, loaded, serve, input_name):
+    The task table (`seqtasks.recipe.task_table`) tells which task's export it
+    is, by its input and output names, and so which output a line shows.
+    """
+
+    def __init__(self, loaded, serve, input_name, spec=None):
         self.loaded = loaded  # the signature needs the loaded object alive
         self.serve = serve
         self.input_name = input_name
+        self.spec = spec
 
     @classmethod
     def load(cls, path):
@@ -49,7 +51,7 @@ class Predictor:
         names = list(serve.structured_input_signature[1])
         if len(names) != 1 or names[0] not in ("text", "image"):
             raise SeqtasksError(f"{path}: expected one input named text or image; the model takes {names}")
-        return cls(loaded, serve, names[0])
+        return cls(loaded, serve, names[0], _task_of(names[0], set(serve.structured_outputs)))
 
     def _tensor(self, items):
         import tensorflow as tf
@@ -83,6 +85,12 @@ class Predictor:
         """One printable line per input, in order, batch by batch."""
         import click
 
+        if not as_json and self.spec is None:
+            outputs = ", ".join(sorted(self.serve.structured_outputs))
+            raise SeqtasksError(
+                f"the model's outputs ({outputs}) are not those of a seqtasks task; --json prints them all"
+            )
+
         with click.progressbar(
             range(0, len(items), batch_size), label="Predicting", file=sys.stderr, hidden=len(items) <= batch_size
         ) as starts:
@@ -90,15 +98,26 @@ class Predictor:
                 batch = items[start : start + batch_size]
                 outputs = self.outputs(batch)
                 for index in range(len(batch)):
-                    yield _json_line(outputs, index) if as_json else _text_line(outputs, index)
+                    yield _json_line(outputs, index) if as_json else _text_line(self.spec, outputs, index)
 
 
-def _text_line(outputs, index):
-    if "tags" in outputs and "tokens" in outputs:
-        pairs = zip(outputs["tokens"][index], outputs["tags"][index])
+def _task_of(input_name, outputs):
+    """The task table's row of the task whose export takes `input_name` and returns `outputs`, or None."""
+    from seqtasks.recipe.task_table import TASKS
+
+    for spec in TASKS.values():
+        if spec.serving_input == input_name and set(spec.serving_outputs) == outputs:
+            return spec
+    return None
+
+
+def _text_line(spec, outputs, index):
+    """The task's first declared output for one input; a row of tags shows as `token/TAG` pairs."""
+    shown = outputs[spec.serving_outputs[0]][index]
+    if "tokens" in outputs and shown.ndim == 1:
+        pairs = zip(outputs["tokens"][index], shown)
         return " ".join(f"{token.decode()}/{tag.decode()}" for token, tag in pairs if token)
-    key = next(key for key in _MAIN_OUTPUTS if key in outputs)
-    return outputs[key][index].decode()
+    return shown.decode()
 
 
 def _json_line(outputs, index):

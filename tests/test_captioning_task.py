@@ -10,7 +10,8 @@ from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_comma
 
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
-from seqtasks.tasks.captioning import clean_captions, corpus_bleu, load_splits
+from seqtasks.tasks.captioning.data import clean_captions, load_splits
+from seqtasks.tasks.captioning.evaluation import corpus_bleu, grid_shape_of
 
 SHAPES = REPO / "recipes" / "data" / "shapes"
 SLICE = ["data.max_train_images=48", "data.max_validation_images=8", "training.epochs=2", "training.max_minutes=1"]
@@ -152,10 +153,10 @@ def test_bad_data_settings_are_named(tmp_path):
 
 
 def test_a_finished_run_is_re_evaluated_with_other_decoding_settings(caption_run):
-    from seqtasks.tasks.captioning import evaluate_run
+    from seqtasks.runner import Runner
 
     _, run_dir, _ = caption_run
-    metrics = evaluate_run(run_dir, ["model.decoding.beam_width=1", "export.enabled=false"])
+    metrics = Runner.open(run_dir, ["model.decoding.beam_width=1"]).evaluate()
     assert metrics["decoding"]["beam_width"] == 1 and "export" not in metrics
     assert set(metrics["validation"]) == {"bleu_1", "bleu_2", "bleu_3", "bleu_4"}
 
@@ -188,12 +189,11 @@ def test_coco_captions_json_splits(tmp_path):
 def test_overlay_grid_matches_the_cnn_grid(caption_run):
     _, run_dir, _ = caption_run
     from seqtasks.models import ImageCaptioner
-    from seqtasks.tasks.captioning import _grid_shape
 
     model = keras.models.load_model(
         run_dir / "model" / "model.keras", custom_objects={"ImageCaptioner": ImageCaptioner}, safe_mode=True
     )
-    assert _grid_shape(model, (64, 64, 3), 64) == (8, 8)
+    assert grid_shape_of(model, (64, 64, 3), 64) == (8, 8)
     grid = model.grid(np.zeros((1, 64, 64, 3), "uint8"))
     assert tuple(grid.shape) == (1, 64, 64)
 

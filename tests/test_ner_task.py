@@ -92,14 +92,14 @@ def test_tag_vocabulary_and_unknown_validation_types():
 
 def test_without_a_validation_file_sentences_are_split_off_seeded(tmp_path):
     from seqtasks.recipe import load_recipe
-    from seqtasks.tasks.ner import _load
+    from seqtasks.tasks import make_task
 
     (tmp_path / "train.conll").write_text("".join(f"w{i}\tO\n\n" for i in range(20)), encoding="utf-8")
     (tmp_path / "r.yaml").write_text("task: ner\nseed: 4\ndata:\n  path: train.conll\n  validation_size: 5\n")
-    train, validation = _load(load_recipe(tmp_path / "r.yaml"))
+    train, validation = make_task(load_recipe(tmp_path / "r.yaml")).read_splits()
     assert len(train) == 15 and len(validation) == 5
     assert sorted(train + validation) == sorted(([f"w{i}"], ["O"]) for i in range(20))
-    assert _load(load_recipe(tmp_path / "r.yaml")) == (train, validation)
+    assert make_task(load_recipe(tmp_path / "r.yaml")).read_splits() == (train, validation)
 
 
 def test_eval_export_and_predict_commands(ner_run, tmp_path):

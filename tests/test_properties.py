@@ -1,9 +1,9 @@
 """Property tests: any recipe or data file either loads or raises the package's own error, never anything else."""
 
 import gzip
-import os
 import itertools
 import json
+import os
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 
 from seqtasks.data.captions import read_coco_captions, read_flickr_tokens, read_split_list
 from seqtasks.data.conll import read_conll
-from seqtasks.data.labelled_text import read_labelled_csv, read_label_first_tsv
+from seqtasks.data.labelled_text import read_label_first_tsv, read_labelled_csv
 from seqtasks.data.parallel_corpus import read_parallel_tsv
 from seqtasks.errors import RecipeError, SeqtasksError
-from seqtasks.recipe import load_recipe
-from seqtasks.recipe import schema
-from seqtasks.tasks import TASKS
+from seqtasks.recipe import load_recipe, schema
+from seqtasks.recipe.task_table import TASKS
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("SEQTASKS_PROPERTY_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]

@@ -40,12 +40,13 @@ def translation(overrides):
 
 def ner(overrides):
     from seqtasks.models import SequenceTagger
+    from seqtasks.tasks import make_task
     from seqtasks.tasks import ner as task
     from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies
     from seqtasks.training import make_optimizer
 
     recipe = load_recipe(resolve_recipe("ner"), COMMON + overrides + ["model.dropout=0", "model.word_dropout=0"])
-    train, validation = task._load(recipe)
+    train, validation = make_task(recipe).read_splits()
     train = train[:45]
     tags = task.tag_vocabulary(recipe.data, train, validation)
     words, chars = build_vocabularies([w for w, _ in train], False, 1)

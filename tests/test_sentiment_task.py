@@ -85,10 +85,11 @@ def test_text_encoder_strips_html_and_keeps_the_first_or_last_subwords():
     import tensorflow as tf
 
     from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.special_ids import RESERVED_TOKENS
     from seqtasks.tasks.sentiment import make_text_encoder
-    from seqtasks.text.subword_tokenizer import RESERVED_TOKENS, SubwordTokenizer
+    from seqtasks.text.subword_tokenizer import SubwordTokenizer
 
-    tokenizer = SubwordTokenizer(RESERVED_TOKENS + ["a", "b", "c", "br", "<", ">", "/"], lower_case=True)
+    tokenizer = SubwordTokenizer(list(RESERVED_TOKENS) + ["a", "b", "c", "br", "<", ">", "/"], lower_case=True)
     text = tf.constant(["a<br />b c", ""])
     first = TextClassificationDataConfig(path="x", strip_html=True, max_length=2)
     last = TextClassificationDataConfig(path="x", strip_html=True, max_length=2, keep="last")
@@ -113,10 +114,10 @@ def test_labels_outside_the_recipe_labels_are_named():
 
 def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
     from seqtasks.recipe import load_recipe
-    from seqtasks.tasks.sentiment import _load
+    from seqtasks.tasks import make_task
 
     root, run_dir, _ = sentiment_run
-    _, validation = _load(load_recipe(run_dir / "recipe.yaml"))
+    _, validation = make_task(load_recipe(run_dir / "recipe.yaml")).read_splits()
     data = tmp_path / "validation.tsv"
     header = (root / "reviews.tsv").read_text(encoding="utf-8").splitlines()[0]
     data.write_text(header + "\n" + "".join(f"{label}\t{text}\n" for text, label in validation), encoding="utf-8")

@@ -2,14 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqtasks.text.subword_tokenizer import (
-    END_ID,
-    RESERVED_TOKENS,
-    START_ID,
-    UNK_ID,
-    SubwordTokenizer,
-    learn_vocabulary,
-)
+from seqtasks.special_ids import END_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
 
 TEXTS = [
     "I don't know, do you?",
@@ -26,7 +20,7 @@ def tokenizer():
 
 
 def test_vocabulary_starts_with_the_reserved_tokens(tokenizer):
-    assert tokenizer.vocab[: len(RESERVED_TOKENS)] == RESERVED_TOKENS
+    assert tokenizer.vocab[: len(RESERVED_TOKENS)] == list(RESERVED_TOKENS)
     assert tokenizer.vocab[START_ID] == "[START]" and tokenizer.vocab[END_ID] == "[END]"
 
 

@@ -85,23 +85,23 @@ def test_saved_model_serves_like_the_run_decoded(translation_run):
 
 
 def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
-    from seqtasks.tasks.translation import evaluate_run
+    from seqtasks.runner import Runner
 
     _, run_dir, _ = translation_run
     recorded = json.loads((run_dir / "metrics.json").read_text())
-    again = evaluate_run(run_dir, ["export.enabled=false"])
+    again = Runner.open(run_dir).evaluate()
     assert again["validation"] == recorded["validation"]
-    greedy = evaluate_run(run_dir, ["export.enabled=false", "model.decoding.beam_width=1"])
+    greedy = Runner.open(run_dir, ["model.decoding.beam_width=1"]).evaluate()
     assert greedy["decoding"]["beam_width"] == 1
     assert "export" not in greedy
 
 
 def test_eval_export_and_predict_commands(translation_run, tmp_path):
-    from seqtasks.tasks.translation import _load_pairs
+    from seqtasks.tasks import make_task
 
     root, run_dir, _ = translation_run
     recipe = load_recipe(run_dir / "recipe.yaml")
-    _, validation = _load_pairs(recipe)
+    _, validation = make_task(recipe).read_splits()
     # The validation pairs in the recipe's column layout: evaluating them gives the run's scores.
     data = tmp_path / "validation.tsv"
     data.write_text("".join(f"{target}\t{source}\n" for source, target in validation), encoding="utf-8")

@@ -1,28 +1,20 @@
 """What the two baselines share: the seqtasks run's data and subwords, a time budget, BLEU."""
 
 import time
-from pathlib import Path
 
 import numpy as np
 
+from seqtasks.special_ids import END_ID, PAD_ID, START_ID
 from seqtasks.tasks.seq2seq_common import pad_rows
-from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
 
 
 def load_run_data(run_dir):
     """`(recipe, train_pairs, validation_pairs, source_tokenizer, target_tokenizer)` of a translation run folder."""
-    from seqtasks.recipe import load_recipe
-    from seqtasks.tasks.translation import _load_pairs
-    from seqtasks.text.subword_tokenizer import SubwordTokenizer
+    from seqtasks.runner import Runner
 
-    run_dir = Path(run_dir)
-    recipe = load_recipe(run_dir / "recipe.yaml")
-    train, validation = _load_pairs(recipe)
-    tokenizers = [
-        SubwordTokenizer((run_dir / name).read_text(encoding="utf-8").splitlines(), recipe.data.lower_case)
-        for name in ("source_vocab.txt", "target_vocab.txt")
-    ]
-    return recipe, train, validation, *tokenizers
+    task = Runner.open(run_dir).task
+    train, validation = task.read_splits()
+    return task.recipe, train, validation, task.source_tokenizer, task.target_tokenizer
 
 
 def tokenized_rows(pairs, source_tokenizer, target_tokenizer, max_length):
@@ -70,7 +62,7 @@ def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokeniz
     import sacrebleu
     import tensorflow as tf
 
-    from seqtasks.tasks.translation import _normalize_reference
+    from seqtasks.tasks.translation import normalize_reference
 
     sources = [row[:max_length] for row in source_tokenizer.tokenize(tf.constant([s for s, _ in validation_pairs])).to_list()]
     order = np.argsort([len(row) for row in sources], kind="stable")
@@ -84,7 +76,7 @@ def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokeniz
     seconds = time.perf_counter() - started
     width = max(len(row) for row in outputs)
     texts = [t.decode() for t in target_tokenizer.detokenize(pad_rows(outputs, width)).numpy()]
-    references = [_normalize_reference(t, lower_case) for _, t in validation_pairs]
+    references = [normalize_reference(t, lower_case) for _, t in validation_pairs]
     return sacrebleu.BLEU().corpus_score(texts, [references]).score, len(sources) / seconds
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.baselines import common
-from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
+from seqtasks.special_ids import END_ID, PAD_ID, START_ID
 
 
 class Encoder(keras.layers.Layer):

@@ -2,13 +2,12 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionDecoder
-from seqtasks.losses import replica_share
-
-PAD_ID = 0
+from seqtasks.losses import TokenMeanLoss
+from seqtasks.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
-class ImageCaptioner(keras.Model):
+class ImageCaptioner(TokenMeanLoss, keras.Model):
     """Show, Attend and Tell: an attention decoder writing captions over an image's feature grid.
 
     The image is a grid of `L = H * W` feature vectors (the annotation
@@ -185,10 +184,6 @@ class ImageCaptioner(keras.Model):
         if training and self.attention_penalty > 0.0:
             self.add_loss(self.attention_penalty * attention_coverage_penalty(weights, target_ids))
         return self.output_dense(outputs)
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")))
 
     def attention(self, images, target_input_ids):
         """Attention weights `(batch, T, L)` while reading the given captions (inference mode)."""

@@ -4,9 +4,8 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionDecoder, StackedRNN
-from seqtasks.losses import replica_share
-
-PAD_ID = 0
+from seqtasks.losses import TokenMeanLoss
+from seqtasks.special_ids import PAD_ID
 
 
 def decoder_arguments(decoder_config, attention_config, seed=None, **extra):
@@ -25,7 +24,7 @@ def decoder_arguments(decoder_config, attention_config, seed=None, **extra):
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
-class Seq2Seq(keras.Model):
+class Seq2Seq(TokenMeanLoss, keras.Model):
     """An attention encoder-decoder over token ids.
 
     Source embedding -> `StackedRNN` encoder -> bridge -> `AttentionDecoder`
@@ -154,10 +153,6 @@ class Seq2Seq(keras.Model):
             training=training,
         )
         return self.output_dense(outputs)
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")))
 
     def attention(self, source_ids, target_input_ids):
         """Attention weights `(batch, Tt, Ts)` while reading the given target (inference mode).

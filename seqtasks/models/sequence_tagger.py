@@ -6,8 +6,9 @@ from keras import ops
 from seqtasks.distribute import replicas_in_step
 from seqtasks.layers import CRF, CharacterCNN, StackedRNN
 from seqtasks.losses import replica_share
+from seqtasks.special_ids import PAD_ID, UNK_ID
 
-PAD_ID, UNK_ID = 0, 1
+# As many as `seqtasks.text.token_features` gives (TensorFlow code, kept out of the models).
 CASING_CLASSES = 6
 
 

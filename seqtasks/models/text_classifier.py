@@ -4,8 +4,7 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionPooling, StackedRNN
-
-PAD_ID = 0
+from seqtasks.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")

@@ -17,6 +17,7 @@ import yaml
 
 from seqtasks.errors import RecipeError
 from seqtasks.recipe.schema import Recipe
+from seqtasks.recipe.task_table import TASKS
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -145,8 +146,6 @@ def _set_dotted(raw, key, value):
 
 def _check_override_keys(keys, task):
     """Every `--set` key must name a field of the schema (of `task`, when known)."""
-    from seqtasks.tasks import TASKS
-
     types = {}
     if task in TASKS:
         types = {"data": TASKS[task].data_config, "model": TASKS[task].model_config}
@@ -192,8 +191,6 @@ def _key_lines(text):
 
 
 def _build_recipe(raw, sources):
-    from seqtasks.tasks import TASKS
-
     task = raw.get("task")
     if task is None:
         raise sources.error("task", f"missing; expected one of {', '.join(TASKS)}")

@@ -8,6 +8,7 @@ import dataclasses
 import typing
 
 from seqtasks.recipe.schema import Recipe
+from seqtasks.recipe.task_table import TASKS
 
 
 def _type_name(hint):
@@ -73,8 +74,6 @@ def _rows(cls, prefix):
 
 def reference():
     """The Markdown text of the reference."""
-    from seqtasks.tasks import TASKS
-
     lines = [
         "# Recipe reference",
         "",

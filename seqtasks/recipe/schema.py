@@ -157,6 +157,16 @@ class TrainingConfig:
 
 
 @dataclass
+class EvaluationConfig:
+    batch_size: int = spec(
+        64,
+        "Inputs per batch when evaluating after training and in `seqtasks eval`: decoding, tagging, "
+        "classifying (training.batch_size is for fit and its validation passes).",
+        min=1,
+    )
+
+
+@dataclass
 class ExportConfig:
     enabled: bool = spec(True, "Export a SavedModel after training.")
     directory: str = spec(
@@ -467,5 +477,6 @@ class Recipe:
     data: Any = spec(None, "Task-specific data section.")
     model: Any = spec(None, "Task-specific model section.")
     training: TrainingConfig = section(TrainingConfig, "Optimisation and fit settings.")
+    evaluation: EvaluationConfig = section(EvaluationConfig, "Evaluation after training and by `seqtasks eval`.")
     export: ExportConfig = section(ExportConfig, "SavedModel export.")
     distribute: DistributeConfig = section(DistributeConfig, "tf.distribute strategy.")

@@ -1,6 +1,6 @@
 """Compiling, batch prediction and serving for the text classifier."""
 
-from seqtasks.text.subword_tokenizer import PAD_ID
+from seqtasks.special_ids import PAD_ID
 
 
 def compile_classifier(model, training):
@@ -29,20 +29,16 @@ def predict_probabilities(model, encode, texts, batch_size):
     import numpy as np
     import tensorflow as tf
 
-    from seqtasks.progress import progress_bar
+    from seqtasks.tasks.prediction_loop import predict_in_batches
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def predict(text):
         return tf.nn.softmax(tf.cast(model(_padded_ids(encode, text), training=False), tf.float32))
 
-    order = np.argsort([len(text) for text in texts], kind="stable")
-    out = np.zeros((len(texts), model.num_classes), np.float32)
-    with progress_bar(len(texts), "Classifying") as bar:
-        for start in range(0, len(texts), batch_size):
-            chunk = order[start : start + batch_size]
-            out[chunk] = predict(tf.constant([texts[i] for i in chunk])).numpy()
-            bar.update(len(chunk))
-    return out
+    rows = predict_in_batches(
+        lambda batch: predict(tf.constant(batch)).numpy(), texts, batch_size, "Classifying", [len(t) for t in texts]
+    )
+    return np.stack(rows) if rows else np.zeros((0, model.num_classes), np.float32)
 
 
 def make_classifier_server(model, tokenizer, encode, names):

@@ -2,24 +2,10 @@
 
 import time
 
-import numpy as np
+from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [8, 16, 24, 32, 48, 64, 96, 128]
-
-
-def _load(recipe):
-    from seqtasks.data.conll import read_conll
-    from seqtasks.data.labelled_text import split_examples
-
-    config = recipe.data
-
-    def read(path):
-        return read_conll(path, config.token_column, config.tag_column, config.scheme, config.encoding)
-
-    train = read(config.path)
-    if config.validation_path:
-        return train, read(config.validation_path)
-    return split_examples(train, config.validation_size, recipe.seed)
+_VOCABULARY_FILES = ("word_vocab.txt", "char_vocab.txt", "tags.txt")
 
 
 def tag_vocabulary(config, train, validation):
@@ -56,75 +42,21 @@ def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None
     return data.prefetch(tf.data.AUTOTUNE)
 
 
-def run(recipe, run_dir):
-    """Trains, evaluates (seqeval entity F1 per type) and exports; returns the metrics."""
-    import keras
-
-    from seqtasks.io_utils import write_text_atomic
-    from seqtasks.models import SequenceTagger
-    from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies
-    from seqtasks.training import fit_metrics, make_optimizer, train_model
-
-    started = time.time()
-    keras.utils.set_random_seed(recipe.seed)
-    config = recipe.data
-    train, validation = _load(recipe)
-    tags = tag_vocabulary(config, train, validation)
-    print(f"Sentences: {len(train)} training, {len(validation)} validation; tags: {' '.join(tags)}")
-    word_vocab, char_vocab = build_vocabularies([w for w, _ in train], config.lower_case, config.min_word_count)
-    for name, vocab in (("word_vocab.txt", word_vocab), ("char_vocab.txt", char_vocab), ("tags.txt", tags)):
-        write_text_atomic(run_dir / name, "\n".join(vocab) + "\n")
-    featurizer = TokenFeaturizer(word_vocab, char_vocab, config.lower_case, config.max_word_length)
-    print(f"Vocabularies: {len(word_vocab)} words, {len(char_vocab)} characters")
-
-    tag_index = {tag: index for index, tag in enumerate(tags)}
-    batch_size = recipe.training.batch_size
-    train_data = make_dataset(train, featurizer, tag_index, batch_size, recipe.seed)
-    validation_data = make_dataset(validation, featurizer, tag_index, batch_size)
-
-    model, history, train_seconds = train_model(
-        recipe,
-        run_dir,
-        lambda: SequenceTagger.from_recipe(recipe.model, len(word_vocab), len(char_vocab), len(tags), seed=recipe.seed),
-        # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy).
-        lambda model: model.compile(optimizer=make_optimizer(recipe.training)),
-        train_data,
-        validation_data,
-    )
-
-    tokens_per_batch = sum(len(words) for words, _ in train) / max(1, -(-len(train) // batch_size))
-    metrics = fit_metrics("ner", history, train_seconds, model)
-    metrics.update({
-        "train_sentences": len(train),
-        "validation_sentences": len(validation),
-        # Wall time of `fit`, validation passes and tracing included.
-        "train_tokens_per_second": round(tokens_per_batch * history.batches_seen / train_seconds, 1),
-    })
-    metrics.update(evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation))
-    metrics["seconds"] = round(time.time() - started, 1)
-    return metrics
-
-
 def predict_tags(model, featurizer, tags, sentences, batch_size):
     """Tag lists for token lists, in length-sorted batches with one traced function."""
     import tensorflow as tf
 
-    from seqtasks.progress import progress_bar
+    from seqtasks.tasks.prediction_loop import predict_in_batches
 
     @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.string)])
     def decode(tokens):
         return model.decode(featurizer.features(tokens))
 
-    order = np.argsort([len(words) for words in sentences], kind="stable")
-    out = [None] * len(sentences)
-    with progress_bar(len(sentences), "Tagging") as bar:
-        for start in range(0, len(sentences), batch_size):
-            chunk = order[start : start + batch_size]
-            ids = decode(tf.ragged.constant([sentences[i] for i in chunk], dtype=tf.string)).numpy()
-            for index, row in zip(chunk, ids):
-                out[index] = [tags[i] for i in row[: len(sentences[index])]]
-            bar.update(len(chunk))
-    return out
+    def predict_batch(batch):
+        ids = decode(tf.ragged.constant(batch, dtype=tf.string)).numpy()
+        return [[tags[i] for i in row[: len(words)]] for words, row in zip(batch, ids)]
+
+    return predict_in_batches(predict_batch, sentences, batch_size, "Tagging", [len(words) for words in sentences])
 
 
 def make_tagger_server(model, featurizer, tags, max_length):
@@ -153,104 +85,136 @@ def make_tagger_server(model, featurizer, tags, max_length):
     return TaggerServer()
 
 
-def load_run(run_dir, overrides=(), checkpoint=None):
-    """A trained run: its recipe (with `KEY=VALUE` overrides), featurizer, tags and model (see `seqtasks.trained`)."""
-    from seqtasks import trained
-    from seqtasks.models import SequenceTagger
-    from seqtasks.text.token_features import TokenFeaturizer
+class NerTask(Task):
+    """CoNLL sentences -> word, character and tag vocabularies -> `SequenceTagger` -> seqeval entity F1."""
 
-    recipe = trained.read_run_recipe(run_dir, overrides)
-    word_vocab, char_vocab, tags = (
-        trained.read_lines(run_dir, name) for name in ("word_vocab.txt", "char_vocab.txt", "tags.txt")
-    )
-    config = recipe.data
-    model = trained.load_model(
-        run_dir,
-        checkpoint,
-        SequenceTagger,
-        lambda: SequenceTagger.from_recipe(recipe.model, len(word_vocab), len(char_vocab), len(tags), seed=recipe.seed),
-        recipe.training,
-    )
-    featurizer = TokenFeaturizer(word_vocab, char_vocab, config.lower_case, config.max_word_length)
-    return trained.TrainedRun(run_dir, recipe, model, {"featurizer": featurizer, "tags": tags})
+    def read_splits(self):
+        from seqtasks.data.labelled_text import split_examples
 
+        config = self.recipe.data
+        train = self._read(config.path)
+        if config.validation_path:
+            return train, self._read(config.validation_path)
+        return split_examples(train, config.validation_size, self.recipe.seed)
 
-def evaluate_file(run, path):
-    """Entity F1 per type on every sentence of the CoNLL file `path`; predictions in `run_dir/eval/`."""
-    from seqtasks.data.conll import read_conll
-    from seqtasks.errors import SeqtasksError
-    from seqtasks.trained import eval_folder
+    def read_file(self, path):
+        from seqtasks.errors import SeqtasksError
 
-    config = run.recipe.data
-    sentences = read_conll(path, config.token_column, config.tag_column, config.scheme, config.encoding)
-    unknown = sorted({tag for _, tags in sentences for tag in tags} - set(run.parts["tags"]))
-    if unknown:
-        raise SeqtasksError(f"{path}: tag {unknown[0]!r} has an entity type the model was not trained on")
-    return evaluate(run.recipe, eval_folder(run.run_dir, path), run.model, run.parts["featurizer"], run.parts["tags"], sentences)
+        sentences = self._read(path)
+        unknown = sorted({tag for _, tags in sentences for tag in tags} - set(self.tags))
+        if unknown:
+            raise SeqtasksError(f"{path}: tag {unknown[0]!r} has an entity type the model was not trained on")
+        return sentences
 
+    def _read(self, path):
+        from seqtasks.data.conll import read_conll
 
-def export_run(run):
-    """Writes the run's SavedModel under `export.directory`; returns its folder."""
-    return export(run.recipe, run.model, run.parts["featurizer"], run.parts["tags"])
+        config = self.recipe.data
+        return read_conll(path, config.token_column, config.tag_column, config.scheme, config.encoding)
 
+    def prepare(self, train, validation, run_dir):
+        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.text.token_features import build_vocabularies
 
-def evaluate_and_export(recipe, run_dir, model, featurizer, tags, validation):
-    """`evaluate` on the validation sentences, then `export` where the recipe asks for it."""
-    from seqtasks.export import export_if_enabled
+        config = self.recipe.data
+        tags = tag_vocabulary(config, train, validation)
+        print(f"Sentences: {len(train)} training, {len(validation)} validation; tags: {' '.join(tags)}")
+        word_vocab, char_vocab = build_vocabularies([w for w, _ in train], config.lower_case, config.min_word_count)
+        for name, vocab in zip(_VOCABULARY_FILES, (word_vocab, char_vocab, tags)):
+            write_text_atomic(run_dir / name, "\n".join(vocab) + "\n")
+        self._set(word_vocab, char_vocab, tags)
+        print(f"Vocabularies: {len(word_vocab)} words, {len(char_vocab)} characters")
 
-    metrics = evaluate(recipe, run_dir, model, featurizer, tags, validation)
-    return export_if_enabled(recipe, metrics, lambda: export(recipe, model, featurizer, tags))
+    def restore(self, run_dir):
+        from seqtasks.run_folders import read_lines
 
+        self._set(*(read_lines(run_dir, name) for name in _VOCABULARY_FILES))
 
-def export(recipe, model, featurizer, tags):
-    """The text-to-tags SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
-    from seqtasks.export import export_saved_model
+    def _set(self, word_vocab, char_vocab, tags):
+        from seqtasks.text.token_features import TokenFeaturizer
 
-    server = make_tagger_server(model, featurizer, tags, recipe.data.max_length)
-    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+        config = self.recipe.data
+        self.featurizer = TokenFeaturizer(word_vocab, char_vocab, config.lower_case, config.max_word_length)
+        self.vocabulary_sizes = (len(word_vocab), len(char_vocab))
+        self.tags = tags
 
+    def datasets(self, train, validation):
+        tag_index = {tag: index for index, tag in enumerate(self.tags)}
+        batch_size = self.recipe.training.batch_size
+        return (
+            make_dataset(train, self.featurizer, tag_index, batch_size, self.recipe.seed),
+            make_dataset(validation, self.featurizer, tag_index, batch_size),
+        )
 
-def evaluate(recipe, out_dir, model, featurizer, tags, validation):
-    """Entity-level precision, recall and F1 (seqeval, conlleval rules) per type; `predictions.conll` in `out_dir`."""
-    from seqeval.metrics import classification_report
+    def build_model(self):
+        from seqtasks.models import SequenceTagger
 
-    from seqtasks.errors import SeqtasksError
-    from seqtasks.io_utils import write_text_atomic
+        return SequenceTagger.from_recipe(self.recipe.model, *self.vocabulary_sizes, len(self.tags), seed=self.recipe.seed)
 
-    if not validation:
-        raise SeqtasksError("no sentences to evaluate")
-    sentences = [words for words, _ in validation]
-    gold = [labels for _, labels in validation]
-    predict_started = time.time()
-    predicted = predict_tags(model, featurizer, tags, sentences, recipe.training.batch_size)
-    predict_seconds = time.time() - predict_started
-    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
-    write_text_atomic(
-        out_dir / "predictions.conll",
-        "\n".join(
-            "".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(words, gold_tags, predicted_tags))
-            for words, gold_tags, predicted_tags in zip(sentences, gold, predicted)
-        ),
-    )
-    overall = report["micro avg"]
-    per_type = {
-        name: {key: float(value) for key, value in scores.items()}
-        for name, scores in report.items()
-        if not name.endswith(" avg")
-    }
-    print("Entities (seqeval):")
-    for name, scores in sorted(per_type.items()):
-        print(f"  {name:<16} P {scores['precision']:.3f}  R {scores['recall']:.3f}  F1 {scores['f1-score']:.3f}  n={int(scores['support'])}")
-    print("Sample tags:")
-    for words, labels in list(zip(sentences, predicted))[:3]:
-        print("  " + " ".join(w if t == "O" else f"[{w}|{t}]" for w, t in zip(words, labels)))
-    metrics = {
-        "validation": {
-            "f1": float(overall["f1-score"]),
-            "precision": float(overall["precision"]),
-            "recall": float(overall["recall"]),
-        },
-        "per_type": per_type,
-        "predict_sentences_per_second": round(len(sentences) / predict_seconds, 1),
-    }
-    return metrics
+    def compile_model(self, model):
+        from seqtasks.training import make_optimizer
+
+        # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy).
+        model.compile(optimizer=make_optimizer(self.recipe.training))
+
+    def training_metrics(self, train, validation, history):
+        batch_size = self.recipe.training.batch_size
+        tokens_per_batch = sum(len(words) for words, _ in train) / max(1, -(-len(train) // batch_size))
+        return {
+            "train_sentences": len(train),
+            "validation_sentences": len(validation),
+            # Wall time of `fit`, validation passes and tracing included.
+            "train_tokens_per_second": round(tokens_per_batch * history.batches_seen / history.train_seconds, 1),
+        }
+
+    def evaluate(self, model, examples, out_dir):
+        """Entity-level precision, recall and F1 (seqeval, conlleval rules) per type; `predictions.conll` in `out_dir`."""
+        from seqeval.metrics import classification_report
+
+        from seqtasks.errors import SeqtasksError
+        from seqtasks.io_utils import write_text_atomic
+
+        if not examples:
+            raise SeqtasksError("no sentences to evaluate")
+        sentences = [words for words, _ in examples]
+        gold = [labels for _, labels in examples]
+        started = time.time()
+        predicted = predict_tags(model, self.featurizer, self.tags, sentences, self.recipe.evaluation.batch_size)
+        predict_seconds = time.time() - started
+        report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+        write_text_atomic(
+            out_dir / "predictions.conll",
+            "\n".join(
+                "".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(words, gold_tags, predicted_tags))
+                for words, gold_tags, predicted_tags in zip(sentences, gold, predicted)
+            ),
+        )
+        overall = report["micro avg"]
+        per_type = {
+            name: {key: float(value) for key, value in scores.items()}
+            for name, scores in report.items()
+            if not name.endswith(" avg")
+        }
+        lines = ["Entities (seqeval):"]
+        lines += [
+            f"  {name:<16} P {s['precision']:.3f}  R {s['recall']:.3f}  F1 {s['f1-score']:.3f}  n={int(s['support'])}"
+            for name, s in sorted(per_type.items())
+        ]
+        lines.append("Sample tags:")
+        lines += [
+            "  " + " ".join(w if t == "O" else f"[{w}|{t}]" for w, t in zip(words, labels))
+            for words, labels in list(zip(sentences, predicted))[:3]
+        ]
+        metrics = {
+            "validation": {
+                "f1": float(overall["f1-score"]),
+                "precision": float(overall["precision"]),
+                "recall": float(overall["recall"]),
+            },
+            "per_type": per_type,
+            "predict_sentences_per_second": round(len(sentences) / predict_seconds, 1),
+        }
+        return Evaluation(metrics, lines)
+
+    def serving_module(self, model):
+        return make_tagger_server(model, self.featurizer, self.tags, self.recipe.data.max_length)

@@ -1,6 +1,6 @@
-"""What the encoder-decoder tasks share: compiling, decoding, serving."""
+"""What the encoder-decoder tasks (translation, toy, captioning) share: compiling, decoding, serving."""
 
-from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, START_ID
+from seqtasks.special_ids import END_ID, PAD_ID, START_ID
 
 
 def compile_model(model, training):
@@ -19,14 +19,18 @@ def compile_model(model, training):
 
 
 def make_decode(model, decoding):
-    """`decode(source_ids) -> (ids, lengths, scores)` with the recipe's search settings."""
+    """`decode(inputs) -> (ids, lengths, scores)` with the recipe's search settings.
+
+    `model` gives `encode(inputs) -> (cache, state)` and
+    `decode_step(ids, state, cache) -> (logits, state, weights)`.
+    """
     from keras import ops
 
     from seqtasks.decoding import beam_search, greedy_search, tile_beams
 
-    def decode(source_ids):
-        cache, state = model.encode(source_ids)
-        start = ops.full((ops.shape(source_ids)[0],), START_ID, dtype="int32")
+    def decode(inputs):
+        cache, state = model.encode(inputs)
+        start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
         if decoding.beam_width > 1:
             cache, state = tile_beams((cache, state), decoding.beam_width)
 
@@ -49,38 +53,48 @@ def make_decode(model, decoding):
     return decode
 
 
-def decode_all(decode_fn, rows, batch_size, timings=None):
-    """Decodes id rows (lists or arrays, padding allowed) in length-sorted batches.
+def decode_in_batches(decode_fn, input_spec, items, to_batch, batch_size, label, lengths=None, timings=None):
+    """Output id rows of `decode_fn` for every item, in the order of `items`.
 
-    Sorting by length keeps padding low; the input signature has no fixed
-    sizes, so the decode function is traced once for all batches. Returns the
-    output id arrays in the order of `rows`. A `timings` dict receives
-    `trace_seconds` and `decode_seconds` (all batches, tracing excluded).
+    `decode_fn` is traced once for `input_spec` (a `tf.TensorSpec` with a
+    `None` batch axis) and run on `to_batch(list of items)` batches, sorted
+    by `lengths` when given. A `timings` dict receives `trace_seconds` and
+    `decode_seconds` (every batch, tracing excluded).
     """
     import time
 
     import numpy as np
     import tensorflow as tf
 
-    from seqtasks.progress import progress_bar
+    from seqtasks.tasks.prediction_loop import predict_in_batches
 
-    compiled = tf.function(decode_fn, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    compiled = tf.function(decode_fn, input_signature=[input_spec])
     started = time.perf_counter()
     compiled.get_concrete_function()
     traced = time.perf_counter()
-    rows = [[int(i) for i in row if i != PAD_ID] for row in rows]
-    order = np.argsort([len(row) for row in rows], kind="stable")
-    outputs = [None] * len(rows)
-    with progress_bar(len(rows), "Decoding") as bar:
-        for start in range(0, len(rows), batch_size):
-            chunk = order[start : start + batch_size]
-            ids, _, _ = compiled(tf.constant(pad_rows([rows[i] for i in chunk])))
-            for index, output in zip(chunk, np.asarray(ids)):
-                outputs[index] = output
-            bar.update(len(chunk))
+    rows = predict_in_batches(
+        lambda batch: np.asarray(compiled(to_batch(batch))[0]), items, batch_size, label, lengths
+    )
     if timings is not None:
         timings.update(trace_seconds=traced - started, decode_seconds=time.perf_counter() - traced)
-    return outputs
+    return rows
+
+
+def decode_id_rows(decode_fn, rows, batch_size, timings=None):
+    """Output id rows for source id rows (lists or arrays, padding allowed), decoded in length-sorted batches."""
+    import tensorflow as tf
+
+    rows = [[int(i) for i in row if i != PAD_ID] for row in rows]
+    return decode_in_batches(
+        decode_fn,
+        tf.TensorSpec([None, None], tf.int32),
+        rows,
+        lambda batch: tf.constant(pad_rows(batch)),
+        batch_size,
+        "Decoding",
+        lengths=[len(row) for row in rows],
+        timings=timings,
+    )
 
 
 def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_length, output_name):
@@ -116,3 +130,11 @@ def pad_rows(rows, width=None):
     for index, row in enumerate(rows):
         out[index, : len(row)] = row[:width]
     return out
+
+
+def decoded_prefix(output_ids):
+    """A decoded id row up to and including its first `END_ID`, padding dropped: the tokens the decoder wrote."""
+    output = [int(i) for i in output_ids if i != PAD_ID]
+    if END_ID in output:
+        output = output[: output.index(END_ID) + 1]
+    return output

@@ -5,11 +5,10 @@ decoding -> metrics -> SavedModel) in about half a minute on a CPU, and the
 attention it needs (output step t reads input step T - t) is easy to check.
 """
 
-import time
-
 import numpy as np
 
-from seqtasks.text.subword_tokenizer import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
+from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
+from seqtasks.tasks.base import Evaluation, Task
 
 
 def make_examples(config, count, rng):
@@ -47,7 +46,7 @@ def _dataset(arrays, batch_size, shuffle_seed=None):
     return data.prefetch(tf.data.AUTOTUNE)
 
 
-def evaluate(predictions, target_out):
+def sequence_scores(predictions, target_out):
     """Sequence and token accuracy of decoded id rows against the references."""
     width = target_out.shape[1]
     predicted = np.stack([np.pad(row[:width], (0, max(0, width - len(row)))) for row in predictions])
@@ -58,82 +57,54 @@ def evaluate(predictions, target_out):
     }
 
 
-def run(recipe, run_dir):
-    """Trains, evaluates and exports the toy model; returns the metrics."""
-    import keras
+class ToyTask(Task):
+    """Generated digit sequences -> `Seq2Seq` -> sequence and token accuracy."""
 
-    from seqtasks.export import export_if_enabled
-    from seqtasks.models import Seq2Seq
-    from seqtasks.tasks.seq2seq_common import compile_model, decode_all, make_decode
-    from seqtasks.training import fit_metrics, train_model
+    def read_splits(self):
+        config = self.recipe.data
+        rng = np.random.default_rng(self.recipe.seed)
+        return make_examples(config, config.train_size, rng), make_examples(config, config.validation_size, rng)
 
-    started = time.time()
-    keras.utils.set_random_seed(recipe.seed)
-    rng = np.random.default_rng(recipe.seed)
-    config = recipe.data
-    train = make_examples(config, config.train_size, rng)
-    validation = make_examples(config, config.validation_size, rng)
-    tokenizer = _tokenizer(config)
-    batch_size = recipe.training.batch_size
+    def prepare(self, train, validation, run_dir):
+        self.restore(run_dir)
 
-    model, history, train_seconds = train_model(
-        recipe,
-        run_dir,
-        lambda: Seq2Seq.from_recipe(recipe.model, tokenizer.vocab_size, tokenizer.vocab_size, seed=recipe.seed),
-        lambda model: compile_model(model, recipe.training),
-        _dataset(train, batch_size, shuffle_seed=recipe.seed),
-        _dataset(validation, batch_size),
-    )
-    decode = make_decode(model, recipe.model.decoding)
-    predictions = decode_all(decode, validation[0], batch_size)
-    scores = evaluate(predictions, validation[2])
+    def restore(self, run_dir):
+        from seqtasks.text.word_tokenizer import WordTokenizer
 
-    sources = tokenizer.detokenize(validation[0][:3]).numpy()
-    outputs = tokenizer.detokenize(np.stack(predictions[:3])).numpy()
-    print("Sample outputs (validation):")
-    for source, output in zip(sources, outputs):
-        print(f"  {source.decode()}  ->  {output.decode()}")
+        self.tokenizer = WordTokenizer([str(digit) for digit in range(self.recipe.data.num_symbols)])
 
-    metrics = fit_metrics("toy", history, train_seconds, model)
-    metrics.update(
-        validation=scores, train_examples=config.train_size, validation_examples=config.validation_size
-    )
-    export_if_enabled(recipe, metrics, lambda: export(recipe, model, tokenizer))
-    metrics["seconds"] = round(time.time() - started, 1)
-    return metrics
+    def datasets(self, train, validation):
+        batch_size = self.recipe.training.batch_size
+        return _dataset(train, batch_size, shuffle_seed=self.recipe.seed), _dataset(validation, batch_size)
 
+    def build_model(self):
+        from seqtasks.models import Seq2Seq
 
-def export(recipe, model, tokenizer):
-    """The digits-to-digits SavedModel under `export.directory`; its folder (None on a worker that is not the chief)."""
-    from seqtasks.export import export_saved_model
-    from seqtasks.tasks.seq2seq_common import make_decode, make_server
+        size = self.tokenizer.vocab_size
+        return Seq2Seq.from_recipe(self.recipe.model, size, size, seed=self.recipe.seed)
 
-    decode = make_decode(model, recipe.model.decoding)
-    server = make_server(model, decode, tokenizer, tokenizer, recipe.data.max_length, "output")
-    return export_saved_model(server, server.serve, recipe.export.directory, recipe.name)
+    def compile_model(self, model):
+        from seqtasks.tasks.seq2seq_common import compile_model
 
+        compile_model(model, self.recipe.training)
 
-def load_run(run_dir, overrides=(), checkpoint=None):
-    """A trained run: its recipe (with `KEY=VALUE` overrides), tokenizer and model (see `seqtasks.trained`)."""
-    from seqtasks import trained
-    from seqtasks.models import Seq2Seq
+    def training_metrics(self, train, validation, history):
+        return {"train_examples": len(train[0]), "validation_examples": len(validation[0])}
 
-    recipe = trained.read_run_recipe(run_dir, overrides)
-    tokenizer = _tokenizer(recipe.data)
-    size = tokenizer.vocab_size
-    model = trained.load_model(
-        run_dir, checkpoint, Seq2Seq, lambda: Seq2Seq.from_recipe(recipe.model, size, size, seed=recipe.seed),
-        recipe.training,
-    )
-    return trained.TrainedRun(run_dir, recipe, model, {"tokenizer": tokenizer})
+    def evaluate(self, model, examples, out_dir):
+        from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode
 
+        source, _, target_out = examples
+        decode = make_decode(model, self.recipe.model.decoding)
+        predictions = decode_id_rows(decode, source, self.recipe.evaluation.batch_size)
+        sources = self.tokenizer.detokenize(source[:3]).numpy()
+        outputs = self.tokenizer.detokenize(np.stack(predictions[:3])).numpy()
+        report = ["Sample outputs (validation):"]
+        report += [f"  {s.decode()}  ->  {o.decode()}" for s, o in zip(sources, outputs)]
+        return Evaluation({"validation": sequence_scores(predictions, target_out)}, report)
 
-def export_run(run):
-    """Writes the run's SavedModel under `export.directory`; returns its folder."""
-    return export(run.recipe, run.model, run.parts["tokenizer"])
+    def serving_module(self, model):
+        from seqtasks.tasks.seq2seq_common import make_decode, make_server
 
-
-def _tokenizer(config):
-    from seqtasks.text.word_tokenizer import WordTokenizer
-
-    return WordTokenizer([str(digit) for digit in range(config.num_symbols)])
+        decode = make_decode(model, self.recipe.model.decoding)
+        return make_server(model, decode, self.tokenizer, self.tokenizer, self.recipe.data.max_length, "output")

@@ -8,8 +8,8 @@ saved inside the exported SavedModel and needs only `tensorflow_text` there.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-RESERVED_TOKENS = ["[PAD]", "[UNK]", "[START]", "[END]"]
-PAD_ID, UNK_ID, START_ID, END_ID = range(4)
+from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS
+
 # Characters too rare to learn (e.g. a single emoji) still get a piece.
 _MAX_BYTES_PER_WORD = 100
 
@@ -35,7 +35,7 @@ def learn_vocabulary(texts, vocab_size, lower_case, field=None):
     vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
         dataset,
         vocab_size=vocab_size,
-        reserved_tokens=RESERVED_TOKENS,
+        reserved_tokens=list(RESERVED_TOKENS),
         bert_tokenizer_params={"lower_case": False},
         learn_params={},
     )
@@ -55,8 +55,8 @@ class SubwordTokenizer(tf.Module):
     def __init__(self, vocab, lower_case=True):
         super().__init__()
         self.vocab = list(vocab)
-        if self.vocab[: len(RESERVED_TOKENS)] != RESERVED_TOKENS:
-            raise ValueError(f"Expected the vocabulary to start with {RESERVED_TOKENS}")
+        if tuple(self.vocab[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
+            raise ValueError(f"Expected the vocabulary to start with {list(RESERVED_TOKENS)}")
         self.lower_case = lower_case
         self.wordpiece = tf_text.FastWordpieceTokenizer(
             self.vocab,

@@ -8,8 +8,10 @@ import collections
 
 import tensorflow as tf
 
-PAD_ID, UNK_ID = 0, 1
-RESERVED = ["[PAD]", "[UNK]"]
+from seqtasks.special_ids import PAD_ID, RESERVED_TOKENS, UNK_ID
+
+# Words and characters reserve padding and the unknown entry only.
+RESERVED = list(RESERVED_TOKENS[: UNK_ID + 1])
 # Casing classes; 0 is padding.
 CASING_CLASSES = 6
 _CASING_PATTERNS = [r"[^\p{L}\p{N}]*\p{Ll}[\p{Ll}\p{N}\p{P}]*", r"[\p{Lu}\p{N}\p{P}]*\p{Lu}[\p{Lu}\p{N}\p{P}]*",

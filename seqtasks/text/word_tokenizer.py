@@ -2,7 +2,8 @@
 
 import tensorflow as tf
 
-from seqtasks.text.subword_tokenizer import RESERVED_TOKENS, UNK_ID, content_ids
+from seqtasks.special_ids import RESERVED_TOKENS, UNK_ID
+from seqtasks.text.subword_tokenizer import content_ids
 
 
 class WordTokenizer(tf.Module):
@@ -14,7 +15,7 @@ class WordTokenizer(tf.Module):
 
     def __init__(self, words):
         super().__init__()
-        self.vocab = RESERVED_TOKENS + [w for w in words if w not in RESERVED_TOKENS]
+        self.vocab = list(RESERVED_TOKENS) + [w for w in words if w not in RESERVED_TOKENS]
         self.table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(self.vocab), tf.range(len(self.vocab), dtype=tf.int64)

@@ -1,0 +1,103 @@
+"""The task table: every task `seqtasks run` knows, what its recipe sections are and what it serves.
+
+It names each task's implementation as `module:Class` without importing it,
+so reading recipes, listing them and `seqtasks --help` never import task code
+or TensorFlow. `seqtasks.tasks.task_class` imports and checks the class.
+"""
+
+from dataclasses import dataclass
+
+from seqtasks.recipe.schema import (
+    CaptionerModelConfig,
+    CaptioningDataConfig,
+    Seq2SeqModelConfig,
+    TaggerModelConfig,
+    TaggingDataConfig,
+    TextClassificationDataConfig,
+    TextClassifierModelConfig,
+    ToyDataConfig,
+    TranslationDataConfig,
+)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One row of the task table.
+
+    Attributes:
+        name: the recipe's `task` value.
+        description: one line for the recipe reference.
+        data_config, model_config: the dataclasses of the recipe's `data` and
+            `model` sections.
+        implementation: `module:Class` of the `seqtasks.tasks.Task` subclass.
+        monitors: validation metrics `training.monitor` may name.
+        reads_data_files: whether `seqtasks eval --data FILE` applies (the toy
+            task makes its own data).
+        serving_input: the name of the export's one string input, `text` or
+            `image` (encoded image bytes).
+        serving_outputs: the export's output names; `seqtasks predict` prints
+            the first one per input.
+    """
+
+    name: str
+    description: str
+    data_config: type
+    model_config: type
+    implementation: str
+    monitors: tuple = ("val_loss",)
+    reads_data_files: bool = True
+    serving_input: str = "text"
+    serving_outputs: tuple = ()
+
+
+TASKS = {
+    task.name: task
+    for task in [
+        TaskSpec(
+            name="toy",
+            description="Reverse digit sequences with the attention encoder-decoder.",
+            data_config=ToyDataConfig,
+            model_config=Seq2SeqModelConfig,
+            implementation="seqtasks.tasks.toy:ToyTask",
+            monitors=("val_loss", "val_token_accuracy"),
+            reads_data_files=False,
+            serving_outputs=("output", "score"),
+        ),
+        TaskSpec(
+            name="translation",
+            description="Translate sentences with a subword attention encoder-decoder; BLEU and chrF.",
+            data_config=TranslationDataConfig,
+            model_config=Seq2SeqModelConfig,
+            implementation="seqtasks.tasks.translation:TranslationTask",
+            monitors=("val_loss", "val_token_accuracy"),
+            serving_outputs=("translation", "score"),
+        ),
+        TaskSpec(
+            name="sentiment",
+            description="Classify texts from a recurrent encoder's last state or attention pooling.",
+            data_config=TextClassificationDataConfig,
+            model_config=TextClassifierModelConfig,
+            implementation="seqtasks.tasks.sentiment:SentimentTask",
+            monitors=("val_loss", "val_accuracy"),
+            serving_outputs=("label", "probabilities"),
+        ),
+        TaskSpec(
+            name="ner",
+            description="Tag every token (named entities) with a bidirectional RNN and a CRF; seqeval F1.",
+            data_config=TaggingDataConfig,
+            model_config=TaggerModelConfig,
+            implementation="seqtasks.tasks.ner:NerTask",
+            serving_outputs=("tags", "tokens"),
+        ),
+        TaskSpec(
+            name="captioning",
+            description="Caption images with an attention decoder over a CNN feature grid (Show, Attend and Tell); BLEU-1..4.",
+            data_config=CaptioningDataConfig,
+            model_config=CaptionerModelConfig,
+            implementation="seqtasks.tasks.captioning.task:CaptioningTask",
+            monitors=("val_loss", "val_token_accuracy"),
+            serving_input="image",
+            serving_outputs=("caption", "score"),
+        ),
+    ]
+}

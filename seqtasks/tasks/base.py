@@ -1,0 +1,103 @@
+"""The task contract: what every task gives the runner (`seqtasks.runner`), which does the rest."""
+
+import abc
+from dataclasses import dataclass, field
+
+from seqtasks.errors import SeqtasksError
+from seqtasks.recipe.task_table import TASKS
+
+
+@dataclass
+class Evaluation:
+    """What `Task.evaluate` returns.
+
+    Attributes:
+        metrics: the entries for `metrics.json`; `metrics["validation"]` maps
+            each headline metric's name to its value.
+        report: lines for the console after the metrics: sample outputs,
+            scores per class or entity type.
+    """
+
+    metrics: dict
+    report: list = field(default_factory=list)
+
+
+class Task(abc.ABC):
+    """A task's own part of a run: its data, model, evaluation and serving.
+
+    The runner owns the lifecycle that is the same for every task (the run
+    folder, the saved recipe, resuming, `fit`, checkpoints, metrics, export,
+    reloading a run) and calls these methods:
+
+    - training: `read_splits` -> `prepare` -> `datasets` -> `build_model` and
+      `compile_model` -> fit -> `training_metrics` -> `evaluate` on the
+      validation split -> `serving_module`, exported;
+    - a trained run: `restore` -> `build_model` (for a checkpoint's weights)
+      -> `evaluate` (examples from `read_splits` or `read_file`) or
+      `serving_module`.
+
+    `prepare` or `restore` comes before anything that needs what is learned
+    from the training data (vocabularies, labels); a task keeps that on
+    itself. The task table (`seqtasks.recipe.task_table`) declares each
+    task's recipe sections and serving input and outputs (`spec`).
+
+    Args:
+        recipe: the merged `Recipe`.
+    """
+
+    def __init__(self, recipe):
+        self.recipe = recipe
+
+    @property
+    def spec(self):
+        """The task's row of the task table."""
+        return TASKS[self.recipe.task]
+
+    @abc.abstractmethod
+    def read_splits(self):
+        """`(train, validation)`: the recipe's examples, in the task's own form."""
+
+    def read_file(self, path):
+        """The examples of a data file in the recipe's format, for `seqtasks eval`, after `restore`."""
+        raise SeqtasksError(f"task {self.recipe.task!r} makes its own data; it has no data files to evaluate on")
+
+    @abc.abstractmethod
+    def prepare(self, train, validation, run_dir):
+        """Learns what the model needs from the training examples and writes it into `run_dir` for `restore`."""
+
+    @abc.abstractmethod
+    def restore(self, run_dir):
+        """Reads back what `prepare` wrote into a run folder."""
+
+    @abc.abstractmethod
+    def datasets(self, train, validation):
+        """`(train, validation)` `tf.data` pipelines of `training.batch_size` batches for `fit`.
+
+        The training pipeline shuffles by the recipe's seed and the training
+        position (`seqtasks.data.batching.epoch_ordered`), so a resumed run
+        sees the batches the stopped one had not.
+        """
+
+    @abc.abstractmethod
+    def build_model(self):
+        """A new, built model; the runner calls it under the distribution strategy and dtype policy."""
+
+    @abc.abstractmethod
+    def compile_model(self, model):
+        """Compiles `model` with the recipe's optimizer (`seqtasks.training.make_optimizer`) and loss."""
+
+    def training_metrics(self, train, validation, history):
+        """Entries for `metrics.json` about training: example counts, throughput.
+
+        `history` is the run's Keras history with `batches_seen` (training
+        steps, earlier runs of a resumed one included) and `train_seconds`.
+        """
+        return {}
+
+    @abc.abstractmethod
+    def evaluate(self, model, examples, out_dir):
+        """An `Evaluation` of `model` on `examples`; predictions and figures are written into `out_dir`."""
+
+    @abc.abstractmethod
+    def serving_module(self, model):
+        """A `tf.Module` whose `serve` `tf.function` maps the declared input `[None]` to the declared outputs."""

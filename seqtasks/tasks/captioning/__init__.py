@@ -1,0 +1,7 @@
+"""Image captioning (Show, Attend and Tell), split by concern.
+
+`data` reads, cleans and batches captions; `image_inputs` makes the backbone
+and the cached feature grids; `model` builds the `ImageCaptioner`;
+`evaluation` scores captions and draws attention overlays; `serving` is the
+image-bytes export; `task` joins them into the `CaptioningTask`.
+"""

@@ -1,0 +1,19 @@
+"""The `ImageCaptioner` a captioning recipe describes."""
+
+
+def build_model(recipe, vocab_size, input_shape, grid_head=None):
+    from seqtasks.models import ImageCaptioner
+    from seqtasks.models.seq2seq import decoder_arguments
+
+    config = recipe.model
+    model = ImageCaptioner(
+        vocab_size,
+        embedding_dim=config.embedding_dim,
+        decoder=decoder_arguments(config.decoder, config.attention, recipe.seed, gate=config.gate),
+        image_encoder=list(config.backbone.filters) if config.backbone.type == "cnn" else None,
+        grid_head=grid_head,
+        feature_dropout=config.feature_dropout,
+        attention_penalty=config.attention_penalty,
+    )
+    model.build(((None,) + tuple(input_shape), (None, None)))
+    return model
