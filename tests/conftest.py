@@ -41,64 +41,83 @@ def run_recipe(recipe, output_dir, *overrides):
     return run_dir, result.output
 
 
-_SERVE = """
+_SERVER = """
 import base64, json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 - registers the tokenizer ops
-serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-input_name, binary = sys.argv[2], sys.argv[3] == "binary"
+
+loaded = {}
 
 
 def text(x):
     return [text(item) for item in x] if isinstance(x, list) else x.decode("utf-8")
 
 
-out = {}
-for name, batch in json.loads(sys.stdin.read()).items():
-    if binary:
-        batch = [base64.b64decode(item) for item in batch]
-    try:
-        result = serve(**{input_name: tf.constant(batch, dtype=tf.string)})
-    except tf.errors.InvalidArgumentError as error:
-        out[name] = {"error": error.message}
-        continue
-    out[name] = {
-        key: {
-            "shape": list(value.shape),
-            "dtype": value.dtype.name,
-            "value": text(value.numpy().tolist()) if value.dtype == tf.string else value.numpy().tolist(),
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["export_dir"] not in loaded:
+        loaded[request["export_dir"]] = tf.saved_model.load(request["export_dir"])
+    serve = loaded[request["export_dir"]].signatures["serving_default"]
+    out = {}
+    for name, batch in request["batches"].items():
+        if request["binary"]:
+            batch = [base64.b64decode(item) for item in batch]
+        try:
+            result = serve(**{request["input_name"]: tf.constant(batch, dtype=tf.string)})
+        except tf.errors.InvalidArgumentError as error:
+            out[name] = {"error": error.message}
+            continue
+        out[name] = {
+            key: {
+                "shape": list(value.shape),
+                "dtype": value.dtype.name,
+                "value": text(value.numpy().tolist()) if value.dtype == tf.string else value.numpy().tolist(),
+            }
+            for key, value in result.items()
         }
-        for key, value in result.items()
-    }
-assert not [m for m in sys.modules if m.startswith("seqtasks")], "seqtasks was imported"
-print(json.dumps(out))
+    out["seqtasks_modules"] = [m for m in sys.modules if m.startswith("seqtasks")]
+    print("RESULT " + json.dumps(out), flush=True)
 """
+_SERVING = {}
 
 
 def serve_in_tensorflow_only(export_dir, batches, input_name="text"):
-    """Runs `serving_default` of a SavedModel in a fresh process importing only TensorFlow (and tensorflow_text).
+    """Runs `serving_default` of a SavedModel in a process that imports only TensorFlow (and tensorflow_text).
 
-    `batches` maps names to lists of input strings, or of bytes (sent as
-    such), in one process one after the other. Returns, per name and output
-    key, `{"shape", "dtype", "value"}` with strings decoded; for a batch the
-    model refused, `{"error": message}`.
+    One such process serves every call of the test session, as a model
+    server would. `batches` maps names to lists of input strings, or of bytes
+    (sent as such), one after the other. Returns, per name and output key,
+    `{"shape", "dtype", "value"}` with strings decoded; for a batch the model
+    refused, `{"error": message}`.
     """
     import base64
+    import tempfile
 
+    if "process" not in _SERVING or _SERVING["process"].poll() is not None:
+        _SERVING["stderr"] = tempfile.TemporaryFile(mode="w+")
+        _SERVING["process"] = subprocess.Popen(
+            [sys.executable, "-c", _SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=_SERVING["stderr"],
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+            cwd=REPO,
+        )
+    process = _SERVING["process"]
     binary = any(isinstance(item, bytes) for batch in batches.values() for item in batch)
     if binary:
         batches = {name: [base64.b64encode(item).decode() for item in batch] for name, batch in batches.items()}
-    result = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(export_dir), input_name, "binary" if binary else "text"],
-        input=json.dumps(batches),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        cwd=REPO,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    request = {"export_dir": str(export_dir), "batches": batches, "input_name": input_name, "binary": binary}
+    process.stdin.write(json.dumps(request) + "\n")
+    process.stdin.flush()
+    for line in process.stdout:
+        if line.startswith("RESULT "):
+            out = json.loads(line.removeprefix("RESULT "))
+            assert out.pop("seqtasks_modules") == [], "the serving process imported seqtasks"
+            return out
+    _SERVING["stderr"].seek(0)
+    raise AssertionError(f"the serving process ended: {_SERVING['stderr'].read()[-3000:]}")
 
 
 @pytest.fixture
@@ -159,18 +178,9 @@ def check_eval_export_predict(run_dir, data_file, examples, export_root, expecte
     return metrics
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """Starts the JAX re-run of the layer tests as soon as it is collected, to overlap the rest of the suite."""
-    if any(item.nodeid.endswith("test_layer_tests_pass_under_jax") for item in items):
-        import test_jax_backend
-
-        test_jax_backend.start()
-
-
 def pytest_sessionfinish(session, exitstatus):
-    """A session stopped before the JAX test (`-x`, Ctrl-C) does not leave its subprocess running."""
-    module = sys.modules.get("test_jax_backend")
-    process = getattr(module, "_run", {}).get("process") if module else None
+    """The serving process ends with the session."""
+    process = _SERVING.get("process")
     if process is not None and process.poll() is None:
-        process.kill()
-        process.wait()
+        process.stdin.close()
+        process.wait(timeout=60)

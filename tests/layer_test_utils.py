@@ -4,6 +4,11 @@
 import keras
 import numpy as np
 
+# In `expected_output_dtypes`: the compute dtype of the policy under test.
+COMPUTE_DTYPE = "compute"
+# Policies checked with eager calls only, after the full checks under float32.
+MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
+
 
 def _symbolic_inputs(call_inputs):
     symbolic = {}
@@ -25,22 +30,122 @@ def _as_numpy_list(outputs):
     return [np.asarray(keras.ops.convert_to_numpy(x)) for x in keras.tree.flatten(outputs)]
 
 
-def run_layer_test(layer_cls, init_kwargs, call_inputs, call_kwargs=None, tmp_path=None):
-    """Checks a layer's contract and returns its eager outputs.
+def _is_shape(value):
+    return isinstance(value, tuple) and all(dim is None or isinstance(dim, int) for dim in value)
+
+
+def _is_tensor(value):
+    return not isinstance(value, (list, tuple, dict))
+
+
+def _map(fn, tree, is_leaf=_is_tensor):
+    """`fn` applied to every leaf, keeping the exact container types (a list stays a list)."""
+    if is_leaf(tree):
+        return fn(tree)
+    if isinstance(tree, dict):
+        return {key: _map(fn, value, is_leaf) for key, value in tree.items()}
+    return type(tree)(_map(fn, value, is_leaf) for value in tree)
+
+
+def _flatten(tree, is_leaf=_is_tensor):
+    leaves = []
+    _map(leaves.append, tree, is_leaf)
+    return leaves
+
+
+def _dtype(tensor):
+    return keras.backend.standardize_dtype(tensor.dtype)
+
+
+def _check_outputs(eager, symbolic, expected_output_shapes, expected_dtypes, policy):
+    """Structure, shapes and dtypes of one eager and one symbolic call."""
+    structure = _map(lambda _: None, eager)
+    assert _map(lambda _: None, symbolic) == structure, "symbolic and eager outputs differ in structure"
+    assert _map(lambda _: None, expected_output_shapes, _is_shape) == structure, (
+        "expected_output_shapes is not nested like the outputs"
+    )
+    eager_shapes = _map(lambda x: tuple(int(dim) for dim in x.shape), eager)
+    assert eager_shapes == expected_output_shapes, f"{policy}: {eager_shapes} != {expected_output_shapes}"
+    for sym, expected in zip(_flatten(symbolic), _flatten(expected_output_shapes, _is_shape)):
+        assert len(sym.shape) == len(expected), (sym.shape, expected)
+        for sym_dim, dim in zip(sym.shape, expected):
+            assert sym_dim is None or sym_dim == dim, f"{policy}: symbolic {sym.shape} vs {expected}"
+
+    eager_dtypes = [_dtype(x) for x in _flatten(eager)]
+    assert [_dtype(x) for x in _flatten(symbolic)] == eager_dtypes, f"{policy}: symbolic and eager dtypes differ"
+    assert eager_dtypes == expected_dtypes, f"{policy}: output dtypes {eager_dtypes} != {expected_dtypes}"
+    for value, dtype in zip(_as_numpy_list(eager), eager_dtypes):
+        if "float" in dtype:
+            assert np.all(np.isfinite(value.astype("float32"))), f"{policy}: non-finite outputs"
+
+
+def _check_weights(layer, expected):
+    trainable, non_trainable, params = expected
+    assert len(layer.trainable_weights) == trainable, (
+        f"{len(layer.trainable_weights)} trainable weights, expected {trainable}: "
+        f"{[w.path for w in layer.trainable_weights]}"
+    )
+    assert len(layer.non_trainable_weights) == non_trainable, [w.path for w in layer.non_trainable_weights]
+    if params is not None:
+        count = sum(int(np.prod(w.shape)) for w in layer.weights)
+        assert count == params, f"{count} parameters, expected {params}"
+    variable_dtype = layer.dtype_policy.variable_dtype
+    assert all(_dtype(w) == variable_dtype for w in layer.weights), "weights not in the variable dtype"
+
+
+def run_layer_test(
+    layer_cls,
+    init_kwargs,
+    call_inputs,
+    call_kwargs=None,
+    tmp_path=None,
+    *,
+    expected_output_shapes,
+    expected_num_trainable_weights,
+    expected_num_non_trainable_weights,
+    expected_num_params=None,
+    expected_output_dtypes=None,
+):
+    """Checks a layer's contract and returns its eager outputs (float32 policy).
 
     - every constructor argument is a public attribute of the same value;
     - `get_config` -> `from_config` -> `get_config` is the identity;
-    - an eager call and a symbolic (functional) call give the same structure
-      and compatible shapes;
+    - an eager call gives exactly `expected_output_shapes` (nested like the
+      outputs: a tuple of ints per tensor, in the same lists and tuples), and
+      a symbolic (functional) call gives the same structure and dtypes, with
+      the same shapes or `None` for dimensions unknown there;
+    - the built layer has the expected numbers of trainable and
+      non-trainable weights (and of parameters, when given);
     - a functional model using the layer saves to `.keras` and reloads (safe
       mode) with identical outputs;
-    - one `fit` step runs, gives a finite loss and changes the weights.
+    - one `fit` step runs, gives a finite loss and changes the weights;
+    - under each of `MIXED_POLICIES` (passed as `dtype=`), an eager and a
+      symbolic call give the same shapes, finite values, the expected dtypes,
+      the same weight counts and weights in float32.
 
     `call_inputs` maps call argument names to NumPy arrays (or nested lists of
     them); `call_kwargs` holds the non-tensor call arguments.
+    `expected_output_dtypes`, nested like the outputs, holds dtype names or
+    `COMPUTE_DTYPE` for the policy's compute dtype; by default every output is
+    in the compute dtype.
     """
     call_kwargs = call_kwargs or {}
-    layer = layer_cls(**init_kwargs)
+    expected_weights = (
+        expected_num_trainable_weights,
+        expected_num_non_trainable_weights,
+        expected_num_params,
+    )
+
+    def dtypes_for(policy):
+        compute_dtype = keras.DTypePolicy(policy).compute_dtype
+        if expected_output_dtypes is None:
+            return [compute_dtype] * len(_flatten(expected_output_shapes, _is_shape))
+        return [
+            compute_dtype if dtype == COMPUTE_DTYPE else dtype
+            for dtype in _flatten(expected_output_dtypes, lambda x: isinstance(x, str))
+        ]
+
+    layer = layer_cls(**init_kwargs, dtype="float32")
     for name, value in init_kwargs.items():
         assert hasattr(layer, name), f"constructor argument {name!r} is not an attribute"
         attribute = getattr(layer, name)
@@ -51,16 +156,12 @@ def run_layer_test(layer_cls, init_kwargs, call_inputs, call_kwargs=None, tmp_pa
 
     eager = layer(**call_inputs, **call_kwargs)
     eager_flat = _as_numpy_list(eager)
+    _check_weights(layer, expected_weights)
 
     symbolic_inputs = _symbolic_inputs(call_inputs)
     symbolic = layer(**symbolic_inputs, **call_kwargs)
-    assert keras.tree.is_nested(symbolic) == keras.tree.is_nested(eager)
+    _check_outputs(eager, symbolic, expected_output_shapes, dtypes_for("float32"), "float32")
     symbolic_flat = keras.tree.flatten(symbolic)
-    assert len(symbolic_flat) == len(eager_flat)
-    for sym, value in zip(symbolic_flat, eager_flat):
-        assert len(sym.shape) == value.ndim
-        for expected, actual in zip(sym.shape, value.shape):
-            assert expected is None or expected == actual, (sym.shape, value.shape)
 
     model = keras.Model(symbolic_inputs, symbolic_flat)
     model_outputs = _as_numpy_list(model(call_inputs))
@@ -84,4 +185,11 @@ def run_layer_test(layer_cls, init_kwargs, call_inputs, call_kwargs=None, tmp_pa
     assert np.isfinite(history.history["loss"][0])
     after = [keras.ops.convert_to_numpy(w) for w in trainer.trainable_weights]
     assert any(not np.allclose(b, a) for b, a in zip(before, after)), "fit did not change any weight"
+
+    for policy in MIXED_POLICIES:
+        mixed = layer_cls(**init_kwargs, dtype=policy)
+        mixed_eager = mixed(**call_inputs, **call_kwargs)
+        _check_weights(mixed, expected_weights)
+        mixed_symbolic = mixed(**_symbolic_inputs(call_inputs), **call_kwargs)
+        _check_outputs(mixed_eager, mixed_symbolic, expected_output_shapes, dtypes_for(policy), policy)
     return eager

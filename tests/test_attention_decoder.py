@@ -5,6 +5,8 @@ from layer_test_utils import run_layer_test
 
 from seqtasks.layers import AttentionDecoder, StackedRNN
 
+pytestmark = pytest.mark.backends
+
 RNG = np.random.default_rng(3)
 TARGET = RNG.normal(size=(3, 4, 5)).astype("float32")
 MEMORY = RNG.normal(size=(3, 7, 12)).astype("float32")
@@ -129,6 +131,16 @@ def test_stepping_an_unbuilt_decoder_is_a_clear_error():
         ({"units": 8, "output_size": -1}, "Received: output_size=-1"),
         ({"units": 8, "combine": "add"}, "Received: combine='add'"),
         ({"units": 8, "combine": "residual", "output_size": 6}, "output_size must be units \\(8\\). Received: output_size=6"),
+        ({"units": True}, "Expected a positive integer. Received: units=True"),
+        ({"units": 8, "attention_units": True}, "Received: attention_units=True"),
+        ({"units": 8, "output_size": 6.0}, "Received: output_size=6.0"),
+        ({"units": 8, "num_layers": 0}, "Received: num_layers=0"),
+        ({"units": 8, "dropout": True}, r"Expected a rate in \[0, 1\). Received: dropout=True"),
+        ({"units": 8, "dropout": 1}, r"Expected a rate in \[0, 1\). Received: dropout=1"),
+        (
+            {"units": 8, "attention": "dot"},
+            r"Expected one of \{'bahdanau', 'luong'\}. Received: attention='dot'",
+        ),
     ],
 )
 def test_invalid_arguments_are_clear_errors(kwargs, message):
@@ -160,8 +172,34 @@ def test_gate_scales_the_context_by_a_sigmoid_of_the_query():
     np.testing.assert_allclose(np.array(output), np.array(expected), atol=1e-6)
 
 
-@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[6], CONFIGS[8]])
-def test_layer_contract(config, tmp_path):
+def _lstm_params(input_dim, units):
+    # kernel (input_dim, 4u), recurrent kernel (u, 4u), bias (4u,)
+    return input_dim * 4 * units + units * 4 * units + 4 * units
+
+
+# Target features 5, memory features 12. Weights: 3 per LSTM layer; Bahdanau
+# W_q, W_k, v; Luong `general` W; the gate's kernel and bias; W_c (no bias);
+# LayerNorm gamma and beta.
+CONTRACT_CASES = [
+    # Input feeding: the first layer reads 5 + 12 features; W_c reads [h; c].
+    (CONFIGS[0], 3 + 3 + 1, _lstm_params(5 + 12, 12) + _lstm_params(12, 12) + (12 + 12) * 12),
+    (
+        CONFIGS[3],
+        3 + 3 + 3 + 1,
+        _lstm_params(5, 10) + _lstm_params(10, 10) + (10 * 10 + 12 * 10 + 10) + (10 + 12) * 10,
+    ),
+    (CONFIGS[6], 3 + 3 + 2 + 1, _lstm_params(5, 10) + (10 * 10 + 12 * 10 + 10) + (10 + 1) + (10 + 12) * 10),
+    # Residual combine: W_c projects the context only, then LayerNorm.
+    (
+        CONFIGS[8],
+        3 + 3 + 1 + 1 + 2,
+        _lstm_params(5 + 10, 10) + _lstm_params(10, 10) + 12 * 10 + 12 * 10 + 2 * 10,
+    ),
+]
+
+
+@pytest.mark.parametrize("config, num_weights, num_params", CONTRACT_CASES)
+def test_layer_contract(config, num_weights, num_params, tmp_path):
     initial_state = [[RNG.normal(size=(3, config["units"])).astype("float32")] * 2] * config.get(
         "num_layers", 1
     )
@@ -176,7 +214,69 @@ def test_layer_contract(config, tmp_path):
         },
         call_kwargs={"return_attention": True},
         tmp_path=tmp_path,
+        expected_output_shapes=((3, 4, config["units"]), (3, 4, 7)),
+        expected_num_trainable_weights=num_weights,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=num_params,
     )
+
+
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_symbolic_outputs_match_the_eager_ones(input_feeding):
+    decoder = AttentionDecoder(units=8, output_size=6, input_feeding=input_feeding, dtype="mixed_float16")
+    outputs, weights = decoder(TARGET, MEMORY, memory_mask=MEMORY_MASK, return_attention=True)
+    target = keras.Input((None, 5))
+    memory = keras.Input((7, 12))
+    symbolic_outputs, symbolic_weights = decoder(target, memory, return_attention=True)
+    assert symbolic_outputs.shape == (None, None, 6) and symbolic_weights.shape == (None, None, 7)
+    assert symbolic_outputs.dtype == keras.backend.standardize_dtype(outputs.dtype)
+    assert symbolic_weights.dtype == keras.backend.standardize_dtype(weights.dtype) == decoder.compute_dtype
+    alone = decoder(target, memory)
+    assert not isinstance(alone, (tuple, list)) and alone.shape == (None, None, 6)
+
+
+def test_default_initializers_are_those_of_the_keras_layers():
+    config = AttentionDecoder(units=8).get_config()
+    assert config["kernel_initializer"]["class_name"] == "GlorotUniform"
+    assert config["recurrent_initializer"]["class_name"] == "Orthogonal"
+    assert config["bias_initializer"]["class_name"] == "Zeros"
+
+
+def test_initializers_reach_every_sublayer():
+    decoder = AttentionDecoder(
+        units=6,
+        num_layers=2,
+        attention="bahdanau",
+        gate=True,
+        kernel_initializer="ones",
+        recurrent_initializer="zeros",
+        bias_initializer=keras.initializers.Constant(0.5),
+    )
+    decoder(TARGET, MEMORY)
+    for rnn in decoder.rnn_layers:
+        assert np.all(np.array(rnn.cell.kernel) == 1.0)
+        assert np.all(np.array(rnn.cell.recurrent_kernel) == 0.0)
+        # Keras' LSTM starts the forget gate bias at 1 whatever the initializer.
+        np.testing.assert_array_equal(np.array(rnn.cell.bias), np.repeat([0.5, 1.0, 0.5, 0.5], 6))
+    attention = decoder.attention_layer
+    for weight in (attention.query_dense.kernel, attention.key_dense.kernel, attention.attention_v):
+        assert np.all(np.array(weight) == 1.0)
+    assert np.all(np.array(decoder.gate_dense.kernel) == 1.0) and np.all(np.array(decoder.gate_dense.bias) == 0.5)
+    assert np.all(np.array(decoder.output_dense.kernel) == 1.0)
+    restored = AttentionDecoder.from_config(decoder.get_config())
+    assert restored.get_config() == decoder.get_config()
+    assert restored.bias_initializer.value == 0.5
+
+
+def test_sublayers_get_their_own_initializers():
+    initializer = keras.initializers.GlorotUniform()
+    decoder = AttentionDecoder(units=8, num_layers=3, input_feeding=False, kernel_initializer=initializer)
+    decoder(TARGET, MEMORY)
+    assert decoder.kernel_initializer is initializer
+    cells = [rnn.cell for rnn in decoder.rnn_layers]
+    assert len({id(cell.kernel_initializer) for cell in cells} | {id(initializer)}) == 4
+    assert not np.allclose(np.array(cells[1].kernel), np.array(cells[2].kernel))
+    assert not np.allclose(np.array(cells[1].recurrent_kernel), np.array(cells[2].recurrent_kernel))
 
 
 def test_residual_combine_is_the_normalised_sum_of_state_and_projected_context():

@@ -5,11 +5,22 @@ from layer_test_utils import run_layer_test
 
 from seqtasks.layers import AttentionPooling
 
+pytestmark = pytest.mark.backends
+
 
 def test_layer_contract(tmp_path):
     inputs = np.random.default_rng(0).normal(size=(3, 5, 6)).astype("float32")
-    pooled, weights = run_layer_test(AttentionPooling, {"units": 4}, {"inputs": inputs}, tmp_path=tmp_path)
-    assert pooled.shape == (3, 6) and weights.shape == (3, 5)
+    run_layer_test(
+        AttentionPooling,
+        {"units": 4},
+        {"inputs": inputs},
+        tmp_path=tmp_path,
+        expected_output_shapes=((3, 6), (3, 5)),
+        # The query (1, 4), then the attention's W_q (4, 4), W_k (6, 4) and v (4,).
+        expected_num_trainable_weights=4,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=4 + 4 * 4 + 6 * 4 + 4,
+    )
 
 
 def test_weights_sum_to_one_are_zero_on_padding_and_average_the_states():
@@ -33,6 +44,15 @@ def test_padding_does_not_change_the_result():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(masked), keras.ops.convert_to_numpy(alone), rtol=1e-6)
 
 
-def test_rejects_bad_units():
-    with pytest.raises(ValueError, match=r"Expected a positive integer. Received: units=0"):
-        AttentionPooling(0)
+@pytest.mark.parametrize("units", [0, True, 4.0])
+def test_rejects_bad_units(units):
+    with pytest.raises(ValueError, match=f"Expected a positive integer. Received: units={units!r}"):
+        AttentionPooling(units)
+
+
+def test_mask_reaches_the_attention_in_a_functional_model():
+    tokens = keras.Input((None,), dtype="int32")
+    pooled, weights = AttentionPooling(4)(keras.layers.Embedding(10, 3, mask_zero=True)(tokens))
+    assert pooled.shape == (None, 3) and weights.shape == (None, None)
+    _, weights = keras.Model(tokens, [pooled, weights])(np.array([[1, 2, 0, 0]]))
+    np.testing.assert_array_equal(np.array(weights)[0, 2:], 0.0)

@@ -1,9 +1,12 @@
+import keras
 import numpy as np
 import pytest
 from attention_reference import bahdanau_scores, softmax
 from layer_test_utils import run_layer_test
 
 from seqtasks.layers import BahdanauAttention
+
+pytestmark = pytest.mark.backends
 
 RNG = np.random.default_rng(0)
 QUERY = RNG.normal(size=(2, 3, 4)).astype("float32")
@@ -77,18 +80,50 @@ def test_query_mask_zeroes_the_context_of_padded_queries():
     assert np.any(np.array(context)[1, 2] != 0.0)
 
 
-def test_layer_contract(tmp_path):
+@pytest.mark.parametrize("single_step", [False, True])
+def test_layer_contract(single_step, tmp_path):
+    query, steps = (QUERY[:, 0], ()) if single_step else (QUERY, (3,))
     run_layer_test(
         BahdanauAttention,
         {"units": 8, "normalize": True},
-        {"query": QUERY, "value": VALUE, "value_mask": MASK},
+        {"query": query, "value": VALUE, "value_mask": MASK},
         tmp_path=tmp_path,
+        expected_output_shapes=((2, *steps, 6), (2, *steps, 5)),
+        # W_q (4, 8), W_k (6, 8), v (8,), g (), b (8,).
+        expected_num_trainable_weights=5,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=4 * 8 + 6 * 8 + 8 + 1 + 8,
     )
 
 
-def test_invalid_units_is_a_clear_error():
-    with pytest.raises(ValueError, match="Expected a positive integer for `units`. Received: units=0"):
-        BahdanauAttention(units=0)
+def test_query_and_key_projections_are_initialised_independently():
+    # A shared unseeded initializer would give W_q and W_k of one shape the same values.
+    layer = BahdanauAttention(units=8, kernel_initializer=keras.initializers.GlorotUniform())
+    layer(VALUE, VALUE)
+    assert not np.allclose(np.array(layer.query_dense.kernel), np.array(layer.key_dense.kernel))
+    assert layer.query_dense.kernel_initializer is not layer.key_dense.kernel_initializer
+
+
+def test_functional_model_takes_the_masks_of_query_and_value():
+    query_ids = keras.Input((None,), dtype="int32")
+    memory_ids = keras.Input((None,), dtype="int32")
+    query = keras.layers.Embedding(10, 4, mask_zero=True)(query_ids)
+    memory = keras.layers.Embedding(10, 6, mask_zero=True)(memory_ids)
+    context, weights = BahdanauAttention(units=8)(query, memory)
+    assert context.shape == (None, None, 6) and weights.shape == (None, None, None)
+    assert context._keras_mask is not None
+    step_context, step_weights = BahdanauAttention(units=8)(keras.Input((4,)), memory)
+    assert step_context.shape == (None, 6) and step_weights.shape == (None, None)
+    model = keras.Model([query_ids, memory_ids], [context, weights])
+    context, weights = model([np.array([[1, 2, 0]]), np.array([[3, 4, 5, 0, 0]])])
+    assert np.all(np.array(weights)[0, :, 3:] == 0.0)
+    assert np.all(np.array(context)[0, 2] == 0.0) and np.any(np.array(context)[0, 1] != 0.0)
+
+
+@pytest.mark.parametrize("units", [0, -3, True, 2.0, None])
+def test_invalid_units_is_a_clear_error(units):
+    with pytest.raises(ValueError, match=f"Expected a positive integer. Received: units={units!r}"):
+        BahdanauAttention(units=units)
 
 
 def test_value_of_wrong_rank_is_a_clear_error():

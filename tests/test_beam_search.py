@@ -4,6 +4,8 @@ from keras import ops
 
 from seqtasks.decoding import beam_search, greedy_search, length_penalty, tile_beams
 
+pytestmark = pytest.mark.backends
+
 PAD, START, END, X, Y, Z, W = range(7)
 VOCAB = 7
 

@@ -61,6 +61,7 @@ def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_on
     assert out["thousand"]["caption"]["value"] == expected[:2] * 500
 
 
+@pytest.mark.slow
 def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
     inputs = keras.Input((64, 64, 3))
     grid = keras.layers.Conv2D(8, 3, strides=16, padding="same", activation="relu")(inputs / 255.0)
@@ -82,6 +83,7 @@ def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
     assert json.loads((run_dir / "metrics.json").read_text())["parameters"] > 0
 
 
+@pytest.mark.slow
 def test_fine_tuning_trains_the_backbone_head_and_the_export_uses_it(tmp_path):
     inputs = keras.Input((64, 64, 3))
     x = keras.layers.Conv2D(6, 3, strides=8, padding="same", activation="relu", name="stem")(inputs / 255.0)

@@ -5,16 +5,22 @@ from layer_test_utils import run_layer_test
 
 from seqtasks.layers import CharacterCNN
 
+pytestmark = pytest.mark.backends
+
 
 def test_layer_contract(tmp_path):
     characters = np.random.default_rng(0).integers(0, 20, size=(2, 4, 6)).astype("int32")
-    out = run_layer_test(
+    run_layer_test(
         CharacterCNN,
         {"vocab_size": 20, "embedding_dim": 5, "filters": 7, "kernel_size": 3, "dropout": 0.1},
         {"inputs": characters},
         tmp_path=tmp_path,
+        expected_output_shapes=(2, 4, 7),
+        # Embeddings (20, 5), convolution kernel (3, 5, 7) and bias (7,).
+        expected_num_trainable_weights=3,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=20 * 5 + 3 * 5 * 7 + 7,
     )
-    assert out.shape == (2, 4, 7)
 
 
 def test_padding_characters_do_not_change_a_word_and_empty_words_are_zero():
@@ -38,3 +44,9 @@ def test_rejects_bad_arguments():
         CharacterCNN(vocab_size=10, filters=0)
     with pytest.raises(ValueError, match=r"Received: dropout=1.0"):
         CharacterCNN(vocab_size=10, dropout=1.0)
+    with pytest.raises(ValueError, match=r"Expected a positive integer. Received: kernel_size=True"):
+        CharacterCNN(vocab_size=10, kernel_size=True)
+    with pytest.raises(ValueError, match=r"Expected a positive integer. Received: vocab_size=10.0"):
+        CharacterCNN(vocab_size=10.0)
+    with pytest.raises(ValueError, match=r"Expected a rate in \[0, 1\). Received: dropout=False"):
+        CharacterCNN(vocab_size=10, dropout=False)

@@ -7,6 +7,8 @@ from layer_test_utils import run_layer_test
 
 from seqtasks.layers import CRF
 
+pytestmark = pytest.mark.backends
+
 
 def _crf_with_random_weights(num_tags, seed):
     rng = np.random.default_rng(seed)
@@ -49,8 +51,19 @@ def example():
 
 def test_layer_contract(tmp_path):
     potentials = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
-    tags, score = run_layer_test(CRF, {"num_tags": 4}, {"potentials": potentials}, tmp_path=tmp_path)
-    assert tags.shape == (2, 5) and score.shape == (2,)
+    run_layer_test(
+        CRF,
+        {"num_tags": 4},
+        {"potentials": potentials},
+        tmp_path=tmp_path,
+        expected_output_shapes=((2, 5), (2,)),
+        # Tags are int32 and scores float32 under every policy.
+        expected_output_dtypes=("int32", "float32"),
+        # Transitions (4, 4), start (4,) and end (4,) scores.
+        expected_num_trainable_weights=3,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=4 * 4 + 4 + 4,
+    )
 
 
 def test_log_likelihood_matches_brute_force_over_all_paths(example):
@@ -122,5 +135,7 @@ def test_mask_is_taken_from_the_keras_mask_of_the_potentials():
 def test_rejects_bad_arguments():
     with pytest.raises(ValueError, match=r"Expected a positive integer. Received: num_tags=0"):
         CRF(0)
+    with pytest.raises(ValueError, match=r"Expected a positive integer. Received: num_tags=True"):
+        CRF(True)
     with pytest.raises(ValueError, match=r"Expected potentials of shape \(batch, time, 3\)"):
         CRF(3)(np.zeros((1, 2, 4), "float32"))

@@ -1,7 +1,10 @@
 import numpy as np
+import pytest
 from keras import ops
 
 from seqtasks.decoding import greedy_search
+
+pytestmark = pytest.mark.backends
 
 END = 2
 VOCAB = 8

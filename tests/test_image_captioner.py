@@ -5,6 +5,8 @@ import pytest
 from seqtasks.models import ImageCaptioner
 from seqtasks.models.image_captioner import attention_coverage_penalty
 
+pytestmark = pytest.mark.backends
+
 DECODER = {"units": 8, "attention": "bahdanau", "attention_units": 6, "gate": True}
 
 

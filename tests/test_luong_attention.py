@@ -1,9 +1,12 @@
+import keras
 import numpy as np
 import pytest
 from attention_reference import luong_scores, softmax
 from layer_test_utils import run_layer_test
 
 from seqtasks.layers import LuongAttention
+
+pytestmark = pytest.mark.backends
 
 RNG = np.random.default_rng(1)
 QUERY = RNG.normal(size=(2, 3, 6)).astype("float32")
@@ -68,28 +71,58 @@ def test_padding_gets_exactly_zero_weight(score):
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("score", ["dot", "general", "concat"])
-def test_layer_contract(score, tmp_path):
+# Queries and keys of size 6; every score has the scale g ().
+@pytest.mark.parametrize(
+    "score, num_weights, num_params",
+    [
+        ("dot", 1, 1),
+        ("general", 2, 6 * 6 + 1),  # W (6, 6)
+        ("concat", 4, 6 * 4 + 6 * 4 + 4 + 1),  # W_q (6, 4), W_k (6, 4), v (4,)
+    ],
+)
+def test_layer_contract(score, num_weights, num_params, tmp_path):
     run_layer_test(
         LuongAttention,
         {"score": score, "units": 4 if score == "concat" else None, "scale": True},
         {"query": QUERY, "value": VALUE, "value_mask": MASK},
         tmp_path=tmp_path,
+        expected_output_shapes=((2, 3, 6), (2, 3, 5)),
+        expected_num_trainable_weights=num_weights,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=num_params,
     )
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_symbolic_single_step_query(score):
+    context, weights = LuongAttention(score=score, units=4 if score == "concat" else None)(
+        keras.Input((6,)), keras.Input((None, 6))
+    )
+    assert context.shape == (None, 6) and weights.shape == (None, None)
+
+
+def test_concat_projections_are_initialised_independently():
+    layer = LuongAttention(score="concat", units=6)
+    layer(QUERY, VALUE)
+    assert not np.allclose(np.array(layer.query_dense.kernel), np.array(layer.key_dense.kernel))
 
 
 def test_unknown_score_is_a_clear_error():
     with pytest.raises(ValueError) as error:
         LuongAttention(score="x")
-    message = str(error.value)
-    assert message.startswith("Expected one of {")
-    assert message.endswith("}. Received: score='x'")
-    assert all(name in message for name in ("'dot'", "'general'", "'concat'"))
+    assert str(error.value) == "Expected one of {'dot', 'general', 'concat'}. Received: score='x'"
 
 
 def test_concat_without_units_is_a_clear_error():
     with pytest.raises(ValueError, match="Expected a positive integer `units` for score='concat'"):
         LuongAttention(score="concat")
+
+
+@pytest.mark.parametrize("score", ["concat", "dot"])
+@pytest.mark.parametrize("units", [0, True, 4.0])
+def test_invalid_units_is_a_clear_error(score, units):
+    with pytest.raises(ValueError, match=f"Expected a positive integer. Received: units={units!r}"):
+        LuongAttention(score=score, units=units)
 
 
 def test_dot_with_mismatched_sizes_is_a_clear_error():

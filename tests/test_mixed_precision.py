@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from conftest import run_recipe, seqtasks_command, serve_in_tensorflow_only
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("precision, compute", [("mixed_bfloat16", "bfloat16"), ("mixed_float16", "float16")])
 def test_toy_trains_and_exports_under_a_mixed_policy(precision, compute, tmp_path):

@@ -7,7 +7,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.slow
 
 
 def _free_port():

@@ -8,7 +8,10 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.slow
 
 _EVERY = 25
 _OVERRIDES = [

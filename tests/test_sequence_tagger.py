@@ -53,6 +53,17 @@ def test_crf_loss_is_the_negative_mean_log_likelihood_and_training_learns_the_ta
     np.testing.assert_array_equal(decoded[:2], [[1, 2, 0, 3], [1, 0, 0, 0]])
 
 
+@pytest.mark.parametrize("output_layer", ["crf", "softmax"])
+def test_the_loss_of_an_empty_share_of_a_batch_is_zero_not_nan(output_layer):
+    """Two replicas split a batch of one sentence 1/0: the empty share must add nothing."""
+    model = _tagger(output_layer)
+    x = _inputs([[3, 4]])
+    potentials = model(x)
+    empty = {key: value[:0] for key, value in x.items()}
+    loss = keras.ops.convert_to_numpy(model.compute_loss(empty, np.zeros((0, 2), "int32"), potentials[:0]))
+    assert loss == 0.0
+
+
 def test_saves_and_reloads_in_safe_mode(tmp_path):
     model = _tagger("crf")
     x = _inputs([[3, 4, 5], [6]])

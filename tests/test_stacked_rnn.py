@@ -5,6 +5,8 @@ from layer_test_utils import run_layer_test
 
 from seqtasks.layers import StackedRNN
 
+pytestmark = pytest.mark.backends
+
 RNG = np.random.default_rng(2)
 INPUTS = RNG.normal(size=(3, 6, 5)).astype("float32")
 LENGTHS = [6, 4, 2]
@@ -102,9 +104,70 @@ def test_mask_propagates_to_outputs_in_a_functional_model():
     assert outputs._keras_mask is not None
 
 
-@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3]])
-def test_layer_contract(config, tmp_path):
-    run_layer_test(StackedRNN, config, {"inputs": PADDED, "mask": MASK}, tmp_path=tmp_path)
+def _lstm_params(input_dim, units):
+    # kernel (input_dim, 4u), recurrent kernel (u, 4u), bias (4u,)
+    return input_dim * 4 * units + units * 4 * units + 4 * units
+
+
+@pytest.mark.parametrize(
+    "config, num_weights, num_params, output_shapes",
+    [
+        (
+            CONFIGS[0],
+            2 * 3,
+            _lstm_params(5, 8) + _lstm_params(8, 8),
+            ((3, 6, 8), [[(3, 8), (3, 8)], [(3, 8), (3, 8)]]),
+        ),
+        (
+            # Two directions per layer; the second reads the concatenated 16 features.
+            CONFIGS[3],
+            2 * 2 * 3,
+            2 * _lstm_params(5, 8) + 2 * _lstm_params(16, 8),
+            ((3, 6, 16), [[(3, 8)] * 4, [(3, 8)] * 4]),
+        ),
+    ],
+)
+def test_layer_contract(config, num_weights, num_params, output_shapes, tmp_path):
+    run_layer_test(
+        StackedRNN,
+        config,
+        {"inputs": PADDED, "mask": MASK},
+        tmp_path=tmp_path,
+        expected_output_shapes=output_shapes,
+        expected_num_trainable_weights=num_weights,
+        expected_num_non_trainable_weights=0,
+        expected_num_params=num_params,
+    )
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_symbolic_outputs_have_the_documented_structure(config):
+    outputs, states = StackedRNN(**config)(keras.Input((None, 5)))
+    bidirectional = config.get("bidirectional", False)
+    concat = bidirectional and config.get("merge_mode", "concat") == "concat"
+    assert outputs.shape == (None, None, 16 if concat else 8)
+    per_layer = (2 if config["cell_type"] == "lstm" else 1) * (2 if bidirectional else 1)
+    assert isinstance(states, list) and all(isinstance(layer_states, list) for layer_states in states)
+    assert [len(layer_states) for layer_states in states] == [per_layer] * config.get("num_layers", 1)
+    assert all(state.shape == (None, 8) for layer_states in states for state in layer_states)
+
+
+def test_layers_are_initialised_independently():
+    # One shared unseeded initializer used to give every layer of one shape the same kernels.
+    layer = StackedRNN(units=8, num_layers=3, kernel_initializer=keras.initializers.GlorotUniform())
+    layer(np.zeros((2, 3, 8), "float32"))
+    kernels = [np.array(rnn.cell.kernel) for rnn in layer.rnn_layers]
+    recurrent = [np.array(rnn.cell.recurrent_kernel) for rnn in layer.rnn_layers]
+    assert not np.allclose(kernels[1], kernels[2]) and not np.allclose(kernels[0], kernels[1])
+    assert not np.allclose(recurrent[0], recurrent[1])
+
+
+def test_initializers_reach_every_layer():
+    layer = StackedRNN(units=4, num_layers=2, bidirectional=True, kernel_initializer="ones", recurrent_initializer="zeros")
+    layer(INPUTS)
+    for wrapper in layer.rnn_layers:
+        for rnn in (wrapper.forward_layer, wrapper.backward_layer):
+            assert np.all(np.array(rnn.cell.kernel) == 1.0) and np.all(np.array(rnn.cell.recurrent_kernel) == 0.0)
 
 
 @pytest.mark.parametrize(
@@ -115,8 +178,24 @@ def test_layer_contract(config, tmp_path):
         ({"units": 8, "num_layers": 0}, "Received: num_layers=0"),
         ({"units": 8, "merge_mode": "max"}, "Received: merge_mode='max'"),
         ({"units": 8, "dropout": 1.0}, r"Expected a rate in \[0, 1\). Received: dropout=1.0"),
+        ({"units": True}, "Expected a positive integer. Received: units=True"),
+        ({"units": 8.0}, "Expected a positive integer. Received: units=8.0"),
+        ({"units": 8, "num_layers": False}, "Received: num_layers=False"),
+        ({"units": 8, "dropout": True}, r"Expected a rate in \[0, 1\). Received: dropout=True"),
+        ({"units": 8, "dropout": -0.1}, r"Received: dropout=-0.1"),
+        ({"units": 8, "dropout": "0.1"}, r"Received: dropout='0.1'"),
+        ({"units": 8, "cell_type": True}, "Received: cell_type=True"),
     ],
 )
 def test_invalid_arguments_are_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         StackedRNN(**kwargs)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_residual_stack_under_a_mixed_policy_of_its_own(policy):
+    # The dropout between layers once ran in float32 and broke the residual sum.
+    layer = StackedRNN(units=5, num_layers=2, residual=True, dropout=0.1, dtype=policy)
+    outputs, states = layer(INPUTS, mask=MASK, training=True)
+    assert keras.backend.standardize_dtype(outputs.dtype) == layer.compute_dtype
+    assert np.all(np.isfinite(np.array(keras.ops.cast(outputs, "float32"))))

@@ -7,19 +7,31 @@ import keras
 import numpy as np
 import pytest
 import yaml
-from conftest import run_recipe, seqtasks_command
+from conftest import run_recipe, seqtasks_command, serve_in_tensorflow_only
 
 from seqtasks.recipe import load_recipe
 
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory):
+    """The whole default toy recipe: what it learns is the claim under test."""
     root = tmp_path_factory.mktemp("toy")
     exports = root / "saved_models"
     run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}")
     return run_dir, exports, output
 
 
+@pytest.fixture(scope="module")
+def small_toy_run(tmp_path_factory):
+    """A few steps of the toy recipe, for the commands that need a run folder, not a good model."""
+    root = tmp_path_factory.mktemp("small_toy")
+    exports = root / "saved_models"
+    overrides = ["data.train_size=128", "data.validation_size=16", "training.epochs=1", "model.encoder.units=8"]
+    run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}", *overrides)
+    return run_dir, exports, output
+
+
+@pytest.mark.slow
 def test_the_model_learns_to_reverse(toy_run):
     run_dir, _, output = toy_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -30,6 +42,7 @@ def test_the_model_learns_to_reverse(toy_run):
     assert "validation sequence_accuracy" in output
 
 
+@pytest.mark.slow
 def test_run_folder_holds_recipe_metrics_logs_and_model(toy_run):
     run_dir, exports, _ = toy_run
     saved = yaml.safe_load((run_dir / "recipe.yaml").read_text())
@@ -45,43 +58,29 @@ def test_run_folder_holds_recipe_metrics_logs_and_model(toy_run):
     np.testing.assert_array_equal(predicted, [[6, 5, 4, 3]])  # "2 1 0" [END]
 
 
-def test_saved_model_serves_strings_with_tensorflow_alone(toy_run, fresh_python):
+@pytest.mark.slow
+def test_saved_model_serves_strings_with_tensorflow_alone(toy_run):
     _, exports, _ = toy_run
-    export_dir = exports / "toy" / "1"
-    assert (export_dir / "saved_model.pb").is_file()
-    result = fresh_python(
-        f"""
-import sys, json
-import tensorflow as tf
-import tensorflow_text
-serve = tf.saved_model.load({str(export_dir)!r}).signatures["serving_default"]
-outputs = {{}}
-for name, batch in {{
-    "digits": ["3 1 4 1 5", "2 7 1 8"],
-    "single": ["9 8 7"],
-    "edge": ["", "1 " * 1000, "déjà vu 1 2 3", "\\t3\\n4 "],
-    "empty_batch": [],
-}}.items():
-    result = serve(text=tf.constant(batch, dtype=tf.string))
-    assert result["output"].dtype == tf.string and result["score"].dtype == tf.float32
-    assert result["output"].shape == (len(batch),) and result["score"].shape == (len(batch),)
-    outputs[name] = [s.decode() for s in result["output"].numpy()]
-assert not [name for name in sys.modules if name.startswith("seqtasks")]
-print(json.dumps(outputs))
-"""
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    outputs = json.loads(result.stdout.strip().splitlines()[-1])
-    assert outputs["digits"] == ["5 1 4 1 3", "8 1 7 2"]
-    assert outputs["single"] == ["7 8 9"]
-    assert outputs["edge"][3] == "4 3"
-    assert outputs["empty_batch"] == []
+    batches = {
+        "digits": ["3 1 4 1 5", "2 7 1 8"],
+        "single": ["9 8 7"],
+        "edge": ["", "1 " * 1000, "déjà vu 1 2 3", "\t3\n4 "],
+        "empty_batch": [],
+    }
+    out = serve_in_tensorflow_only(exports / "toy" / "1", batches)
+    for name, batch in batches.items():
+        assert out[name]["output"]["dtype"] == "string" and out[name]["score"]["dtype"] == "float32"
+        assert out[name]["output"]["shape"] == out[name]["score"]["shape"] == [len(batch)]
+    assert out["digits"]["output"]["value"] == ["5 1 4 1 3", "8 1 7 2"]
+    assert out["single"]["output"]["value"] == ["7 8 9"]
+    assert out["edge"]["output"]["value"][3] == "4 3"
+    assert out["empty_batch"]["output"]["value"] == []
 
 
-def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(toy_run, monkeypatch):
+def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(small_toy_run, monkeypatch):
     import tensorflow as tf
 
-    run_dir, exports, _ = toy_run
+    run_dir, exports, _ = small_toy_run
     before = {p.relative_to(exports): p.read_bytes() for p in (exports / "toy").rglob("*") if p.is_file()}
     result = seqtasks_command("export", run_dir)
     assert result.stdout.strip().splitlines()[-1] == f"SavedModel: {exports / 'toy' / '2'}"
@@ -101,8 +100,8 @@ def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(t
     assert {p: (exports / p).read_bytes() for p in before} == before
 
 
-def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoint(toy_run, tmp_path):
-    run_dir, _, _ = toy_run
+def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoint(small_toy_run, tmp_path):
+    run_dir, _, _ = small_toy_run
     data = tmp_path / "digits.txt"
     data.write_text("1 2 3\n")
     result = seqtasks_command("eval", run_dir, "--data", data, expect=2)
@@ -115,6 +114,7 @@ def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoin
     assert f"{tmp_path / 'toy'}: no finished run of recipe 'toy'" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(tmp_path):
     from click.testing import CliRunner
 

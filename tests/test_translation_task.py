@@ -124,6 +124,7 @@ def test_eval_export_and_predict_commands(translation_run, tmp_path):
     assert load_recipe(run_dir / "recipe.yaml").model.decoding.beam_width == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["tutorial_attention", "tutorial_bahdanau"])
 def test_benchmark_baselines_train_and_decode_from_a_run_folder(translation_run, tmp_path, fresh_python, module):
     """The suite's tutorial baselines, for two seconds on the tiny run: their records have every figure."""

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from seqtasks.layers._validation import clone_initializer
+
 
 def masked_softmax(scores, mask):
     """Softmax over the last axis in float32 where masked positions get exactly 0.
@@ -84,6 +86,26 @@ class ScoreAttention(keras.layers.Layer):
             return ops.squeeze(context, 1), ops.squeeze(weights, 1)
         return context, weights
 
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        training=None,
+    ):
+        # Like `attend`: the context and the weights take the value's dtype.
+        batch_size = query.shape[0]
+        query_steps = () if len(query.shape) == 2 else (query.shape[1],)
+        context = keras.KerasTensor(
+            (batch_size, *query_steps, value.shape[-1]), dtype=value.dtype
+        )
+        weights = keras.KerasTensor(
+            (batch_size, *query_steps, value.shape[1]), dtype=value.dtype
+        )
+        return context, weights
+
     def compute_mask(self, inputs, previous_mask=None):
         # `previous_mask` is the Keras mask of the query: the context keeps it.
         if previous_mask is None:
@@ -95,7 +117,7 @@ class ScoreAttention(keras.layers.Layer):
         layer = keras.layers.Dense(
             units,
             use_bias=False,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name=name,
         )

@@ -2,9 +2,15 @@ import keras
 import numpy as np
 from keras import ops
 
+from seqtasks.layers._validation import (
+    check_choice,
+    check_optional_positive_int,
+    check_positive_int,
+    check_rate,
+    clone_initializer,
+)
 from seqtasks.layers.bahdanau_attention import BahdanauAttention
 from seqtasks.layers.luong_attention import SCORES, LuongAttention
-from seqtasks.layers.stacked_rnn import _check_choice, _check_positive_int, _check_rate
 
 DECODER_CELL_TYPES = ("lstm", "gru")
 ATTENTION_TYPES = ("bahdanau", "luong")
@@ -60,6 +66,16 @@ class AttentionDecoder(keras.layers.Layer):
             computed from the query state (Xu et al. 2015, section 4.2.1).
         dropout: float, dropout rate between recurrent layers and on `h̃`.
         seed: optional int, seed of the dropout masks.
+        kernel_initializer: initializer of every kernel: the recurrent
+            layers' input kernels, the attention's projections (and `v`),
+            the gate and the attentional projection `W_c`. Defaults to
+            `"glorot_uniform"`.
+        recurrent_initializer: initializer of the recurrent layers'
+            recurrent kernels. Defaults to `"orthogonal"`.
+        bias_initializer: initializer of the recurrent layers' and the
+            gate's biases. Defaults to `"zeros"` (the LSTM forget gate bias
+            still starts at 1). Every sublayer gets its own copy of these
+            initializers, so unseeded ones start them from different values.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -80,7 +96,8 @@ class AttentionDecoder(keras.layers.Layer):
     Returns:
         `outputs` of shape `(batch, Tt, output_size)`, carrying the target
         mask; with `return_attention=True` a tuple `(outputs, weights)` where
-        `weights` is `(batch, Tt, Ts)`.
+        `weights` is `(batch, Tt, Ts)`. Both are in the layer's compute dtype
+        (the attention scores and softmax run in float32).
 
     Step-by-step decoding:
 
@@ -116,20 +133,21 @@ class AttentionDecoder(keras.layers.Layer):
         dropout=0.0,
         seed=None,
         combine="tanh",
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int(units, "units")
-        _check_positive_int(num_layers, "num_layers")
-        _check_choice(cell_type, DECODER_CELL_TYPES, "cell_type")
-        _check_choice(attention, ATTENTION_TYPES, "attention")
-        _check_choice(score, SCORES, "score")
-        if attention_units is not None:
-            _check_positive_int(attention_units, "attention_units")
-        if output_size is not None:
-            _check_positive_int(output_size, "output_size")
-        _check_rate(dropout, "dropout")
-        _check_choice(combine, COMBINE_MODES, "combine")
+        check_positive_int(units, "units")
+        check_positive_int(num_layers, "num_layers")
+        check_choice(cell_type, DECODER_CELL_TYPES, "cell_type")
+        check_choice(attention, ATTENTION_TYPES, "attention")
+        check_choice(score, SCORES, "score")
+        check_optional_positive_int(attention_units, "attention_units")
+        check_optional_positive_int(output_size, "output_size")
+        check_rate(dropout, "dropout")
+        check_choice(combine, COMBINE_MODES, "combine")
         if combine == "residual" and output_size not in (None, units):
             raise ValueError(
                 f"combine='residual' adds the context to the state, so output_size must be units ({units}). "
@@ -149,6 +167,9 @@ class AttentionDecoder(keras.layers.Layer):
         self.dropout = float(dropout)
         self.seed = seed
         self.combine = combine
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 
@@ -171,6 +192,9 @@ class AttentionDecoder(keras.layers.Layer):
                 self.units,
                 return_sequences=True,
                 return_state=True,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                recurrent_initializer=clone_initializer(self.recurrent_initializer),
+                bias_initializer=clone_initializer(self.bias_initializer),
                 dtype=self.dtype_policy,
                 name=f"{self.cell_type}_{index}",
             )
@@ -182,6 +206,7 @@ class AttentionDecoder(keras.layers.Layer):
             self.attention_layer = BahdanauAttention(
                 attention_units,
                 normalize=self.normalize,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 dtype=self.dtype_policy,
                 name="attention",
             )
@@ -190,6 +215,7 @@ class AttentionDecoder(keras.layers.Layer):
                 score=self.score,
                 units=attention_units if self.score == "concat" else None,
                 scale=self.scale,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 dtype=self.dtype_policy,
                 name="attention",
             )
@@ -197,7 +223,12 @@ class AttentionDecoder(keras.layers.Layer):
         self.gate_dense = None
         if self.gate:
             self.gate_dense = keras.layers.Dense(
-                1, activation="sigmoid", dtype=self.dtype_policy, name="context_gate"
+                1,
+                activation="sigmoid",
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                bias_initializer=clone_initializer(self.bias_initializer),
+                dtype=self.dtype_policy,
+                name="context_gate",
             )
             self.gate_dense.build((None, self.units))
         residual = self.combine == "residual"
@@ -205,6 +236,7 @@ class AttentionDecoder(keras.layers.Layer):
             self.attentional_size,
             activation=None if residual else "tanh",
             use_bias=False,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="attentional_dense",
         )
@@ -412,6 +444,28 @@ class AttentionDecoder(keras.layers.Layer):
         outputs = self._attentional(x, context)
         if training and self.dropout > 0.0:
             outputs = keras.random.dropout(outputs, self.dropout, seed=self.seed_generator)
+        # The scan path's weights are in the compute dtype; these take the memory's.
+        return outputs, ops.cast(weights, self.compute_dtype)
+
+    def compute_output_spec(
+        self,
+        inputs,
+        memory,
+        initial_state=None,
+        inputs_mask=None,
+        memory_mask=None,
+        training=None,
+        return_attention=False,
+    ):
+        batch_size, target_steps = inputs.shape[0], inputs.shape[1]
+        outputs = keras.KerasTensor(
+            (batch_size, target_steps, self.attentional_size), dtype=self.compute_dtype
+        )
+        if not return_attention:
+            return outputs
+        weights = keras.KerasTensor(
+            (batch_size, target_steps, memory.shape[1]), dtype=self.compute_dtype
+        )
         return outputs, weights
 
     def compute_mask(self, inputs, previous_mask=None):
@@ -435,6 +489,15 @@ class AttentionDecoder(keras.layers.Layer):
                 "dropout": self.dropout,
                 "seed": self.seed,
                 "combine": self.combine,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
             }
         )
         return config

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from seqtasks.layers._validation import check_positive_int, clone_initializer
 from seqtasks.layers.bahdanau_attention import BahdanauAttention
 
 
@@ -16,7 +17,9 @@ class AttentionPooling(keras.layers.Layer):
     Args:
         units: int, the size of the learned query and of the attention's
             hidden layer.
-        kernel_initializer: initializer of the query and the attention.
+        kernel_initializer: initializer of the query and of the attention's
+            projections, each with its own copy. Defaults to
+            `"glorot_uniform"`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -26,7 +29,8 @@ class AttentionPooling(keras.layers.Layer):
 
     Returns:
         A tuple `(pooled, weights)`: `pooled` is `(batch, features)`;
-        `weights` is `(batch, time)` and sums to 1 over the real steps.
+        `weights` is `(batch, time)` and sums to 1 over the real steps. Both
+        are in the layer's compute dtype.
 
     Example:
 
@@ -42,19 +46,20 @@ class AttentionPooling(keras.layers.Layer):
 
     def __init__(self, units, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(units, int) or isinstance(units, bool) or units <= 0:
-            raise ValueError(f"Expected a positive integer. Received: units={units!r}")
+        check_positive_int(units, "units")
         self.units = units
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
     def build(self, inputs_shape):
         self.query = self.add_weight(
-            name="query", shape=(1, self.units), initializer=self.kernel_initializer
+            name="query",
+            shape=(1, self.units),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.attention = BahdanauAttention(
             self.units,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="attention",
         )
@@ -66,9 +71,10 @@ class AttentionPooling(keras.layers.Layer):
         return self.attention(query, inputs, value_mask=mask)
 
     def compute_output_spec(self, inputs, mask=None):
+        # The attention sublayer casts its inputs to its compute dtype, which is ours.
         return (
-            keras.KerasTensor((inputs.shape[0], inputs.shape[2]), dtype=inputs.dtype),
-            keras.KerasTensor((inputs.shape[0], inputs.shape[1]), dtype=inputs.dtype),
+            keras.KerasTensor((inputs.shape[0], inputs.shape[2]), dtype=self.compute_dtype),
+            keras.KerasTensor((inputs.shape[0], inputs.shape[1]), dtype=self.compute_dtype),
         )
 
     def compute_mask(self, inputs, previous_mask=None):

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from seqtasks.layers._attention_base import ScoreAttention
+from seqtasks.layers._validation import check_positive_int, clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -17,7 +18,8 @@ class BahdanauAttention(ScoreAttention):
     Args:
         units: int. Size of the projected query and keys.
         normalize: bool. Whether to weight-normalise `v` and add a bias.
-        kernel_initializer: initializer of `W_q`, `W_k` and `v`.
+        kernel_initializer: initializer of `W_q`, `W_k` and `v`, each with
+            its own copy. Defaults to `"glorot_uniform"`.
         **kwargs: other keyword arguments of `keras.layers.Layer`, such as
             `name` and `dtype`.
 
@@ -36,7 +38,9 @@ class BahdanauAttention(ScoreAttention):
         A tuple `(context, weights)`: `context` is `(batch, dim_v)` or
         `(batch, Tq, dim_v)`; `weights` is `(batch, Tv)` or `(batch, Tq, Tv)`,
         sums to 1 over `Tv` and is exactly 0 at padded positions (all zeros
-        where every position is padding). Scores and softmax run in float32.
+        where every position is padding). Scores and softmax run in float32;
+        `context` and `weights` are returned in the dtype of `value` (the
+        layer's compute dtype, e.g. float16 under `"mixed_float16"`).
 
     Example:
 
@@ -60,10 +64,7 @@ class BahdanauAttention(ScoreAttention):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(units, int) or units <= 0:
-            raise ValueError(
-                f"Expected a positive integer for `units`. Received: units={units}"
-            )
+        check_positive_int(units, "units")
         self.units = units
         self.normalize = bool(normalize)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -74,7 +75,7 @@ class BahdanauAttention(ScoreAttention):
         self.attention_v = self.add_weight(
             name="attention_v",
             shape=(self.units,),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
         if self.normalize:
             self.attention_g = self.add_weight(

@@ -1,6 +1,8 @@
 import keras
 from keras import ops
 
+from seqtasks.layers._validation import check_positive_int, check_rate
+
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class CharacterCNN(keras.layers.Layer):
@@ -24,7 +26,8 @@ class CharacterCNN(keras.layers.Layer):
         training: bool, whether dropout is active.
 
     Returns:
-        `(batch, words, filters)`: zeros for words with no characters.
+        `(batch, words, filters)` in the layer's compute dtype: zeros for
+        words with no characters.
 
     Example:
 
@@ -39,16 +42,11 @@ class CharacterCNN(keras.layers.Layer):
 
     def __init__(self, vocab_size, embedding_dim=30, filters=30, kernel_size=3, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("embedding_dim", embedding_dim),
-            ("filters", filters),
-            ("kernel_size", kernel_size),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"Expected a positive integer. Received: {name}={value!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Expected a rate in [0, 1). Received: dropout={dropout!r}")
+        check_positive_int(vocab_size, "vocab_size")
+        check_positive_int(embedding_dim, "embedding_dim")
+        check_positive_int(filters, "filters")
+        check_positive_int(kernel_size, "kernel_size")
+        check_rate(dropout, "dropout")
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
         self.filters = filters
@@ -60,7 +58,9 @@ class CharacterCNN(keras.layers.Layer):
             self.vocab_size, self.embedding_dim, dtype=self.dtype_policy, name="embedding"
         )
         self.embedding.build(inputs_shape)
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, name="embedding_dropout")
+        self.embedding_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="embedding_dropout"
+        )
         self.convolution = keras.layers.Conv1D(
             self.filters,
             self.kernel_size,

@@ -1,6 +1,8 @@
 import keras
 from keras import ops
 
+from seqtasks.layers._validation import check_positive_int, clone_initializer
+
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class CRF(keras.layers.Layer):
@@ -17,7 +19,8 @@ class CRF(keras.layers.Layer):
     Args:
         num_tags: int, the number of tags.
         transitions_initializer: initializer of the transition, start and
-            end scores. Defaults to `"zeros"` (no preference before training).
+            end scores, each with its own copy. Defaults to `"zeros"` (no
+            preference before training).
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -29,8 +32,8 @@ class CRF(keras.layers.Layer):
 
     Returns:
         A tuple `(tags, score)`: `tags` is `(batch, time)` int32, the best
-        path, 0 at padding; `score` is `(batch,)` float32, the unnormalised
-        score of that path.
+        path, 0 at padding; `score` is `(batch,)` float32 (whatever the
+        dtype policy), the unnormalised score of that path.
 
     `log_likelihood(potentials, tags, mask=None)` returns the `(batch,)` log
     probability of the given int `(batch, time)` tag paths (tags at padding
@@ -52,8 +55,7 @@ class CRF(keras.layers.Layer):
 
     def __init__(self, num_tags, transitions_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(num_tags, int) or isinstance(num_tags, bool) or num_tags <= 0:
-            raise ValueError(f"Expected a positive integer. Received: num_tags={num_tags!r}")
+        check_positive_int(num_tags, "num_tags")
         self.num_tags = num_tags
         self.transitions_initializer = keras.initializers.get(transitions_initializer)
         self.supports_masking = True
@@ -67,13 +69,17 @@ class CRF(keras.layers.Layer):
         self.transitions = self.add_weight(
             name="transitions",
             shape=(self.num_tags, self.num_tags),
-            initializer=self.transitions_initializer,
+            initializer=clone_initializer(self.transitions_initializer),
         )
         self.start_transitions = self.add_weight(
-            name="start_transitions", shape=(self.num_tags,), initializer=self.transitions_initializer
+            name="start_transitions",
+            shape=(self.num_tags,),
+            initializer=clone_initializer(self.transitions_initializer),
         )
         self.end_transitions = self.add_weight(
-            name="end_transitions", shape=(self.num_tags,), initializer=self.transitions_initializer
+            name="end_transitions",
+            shape=(self.num_tags,),
+            initializer=clone_initializer(self.transitions_initializer),
         )
         self.built = True
 

@@ -2,6 +2,11 @@ import keras
 from keras import ops
 
 from seqtasks.layers._attention_base import ScoreAttention
+from seqtasks.layers._validation import (
+    check_choice,
+    check_optional_positive_int,
+    clone_initializer,
+)
 
 SCORES = ("dot", "general", "concat")
 
@@ -29,7 +34,8 @@ class LuongAttention(ScoreAttention):
         units: int, the hidden size of the `concat` score; required for
             `concat` and not used by the others.
         scale: bool. Whether to learn a scale of the scores.
-        kernel_initializer: initializer of the projections.
+        kernel_initializer: initializer of the projections and of `v`, each
+            with its own copy. Defaults to `"glorot_uniform"`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -46,7 +52,8 @@ class LuongAttention(ScoreAttention):
         A tuple `(context, weights)`: `context` is `(batch, dim_v)` or
         `(batch, Tq, dim_v)`; `weights` is `(batch, Tv)` or `(batch, Tq, Tv)`,
         sums to 1 over `Tv` and is exactly 0 at padded positions. Scores and
-        softmax run in float32.
+        softmax run in float32; `context` and `weights` are returned in the
+        dtype of `value` (the layer's compute dtype).
 
     Example:
 
@@ -71,15 +78,13 @@ class LuongAttention(ScoreAttention):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if score not in SCORES:
-            raise ValueError(
-                f"Expected one of {set(SCORES)}. Received: score={score!r}"
-            )
-        if score == "concat" and (not isinstance(units, int) or units <= 0):
+        check_choice(score, SCORES, "score")
+        if score == "concat" and units is None:
             raise ValueError(
                 "Expected a positive integer `units` for score='concat'. "
                 f"Received: units={units}"
             )
+        check_optional_positive_int(units, "units")
         self.score = score
         self.units = units
         self.scale = bool(scale)
@@ -100,7 +105,7 @@ class LuongAttention(ScoreAttention):
             self.attention_v = self.add_weight(
                 name="attention_v",
                 shape=(self.units,),
-                initializer=self.kernel_initializer,
+                initializer=clone_initializer(self.kernel_initializer),
             )
         if self.scale:
             initial = 1.0 if self.score == "concat" else 1.0 / query_dim**0.5

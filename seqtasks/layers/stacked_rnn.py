@@ -1,6 +1,13 @@
 import keras
 from keras import ops
 
+from seqtasks.layers._validation import (
+    check_choice,
+    check_positive_int,
+    check_rate,
+    clone_initializer,
+)
+
 CELL_TYPES = ("lstm", "gru", "rnn")
 MERGE_MODES = ("concat", "sum", "ave", "mul")
 _RNN_CLASSES = {
@@ -8,21 +15,6 @@ _RNN_CLASSES = {
     "gru": keras.layers.GRU,
     "rnn": keras.layers.SimpleRNN,
 }
-
-
-def _check_choice(value, choices, name):
-    if value not in choices:
-        raise ValueError(f"Expected one of {set(choices)}. Received: {name}={value!r}")
-
-
-def _check_positive_int(value, name):
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"Expected a positive integer. Received: {name}={value!r}")
-
-
-def _check_rate(value, name):
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"Expected a rate in [0, 1). Received: {name}={value!r}")
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -49,8 +41,12 @@ class StackedRNN(keras.layers.Layer):
             `"concat"` (output size `2 * units`), `"sum"`, `"ave"`, `"mul"`.
         residual: bool, whether to add residual connections between layers.
         dropout: float, dropout rate between layers (not on the top output).
-        kernel_initializer, recurrent_initializer: initializers of the
-            recurrent layers.
+        kernel_initializer: initializer of the input kernels of the recurrent
+            layers. Defaults to `"glorot_uniform"`.
+        recurrent_initializer: initializer of their recurrent kernels.
+            Defaults to `"orthogonal"`. Every recurrent layer gets its own
+            copy of each initializer, so unseeded ones start the layers from
+            different values.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -68,7 +64,7 @@ class StackedRNN(keras.layers.Layer):
         of `(batch, units)` tensors: `[h, c]` for LSTM, `[h]` for GRU and RNN,
         the forward states followed by the backward ones when bidirectional.
         With a mask, the final states are those at each sequence's last real
-        step.
+        step. Outputs and states are in the layer's compute dtype.
 
     Example:
 
@@ -98,11 +94,11 @@ class StackedRNN(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int(units, "units")
-        _check_positive_int(num_layers, "num_layers")
-        _check_choice(cell_type, CELL_TYPES, "cell_type")
-        _check_choice(merge_mode, MERGE_MODES, "merge_mode")
-        _check_rate(dropout, "dropout")
+        check_positive_int(units, "units")
+        check_positive_int(num_layers, "num_layers")
+        check_choice(cell_type, CELL_TYPES, "cell_type")
+        check_choice(merge_mode, MERGE_MODES, "merge_mode")
+        check_rate(dropout, "dropout")
         self.units = units
         self.num_layers = num_layers
         self.cell_type = cell_type
@@ -135,8 +131,8 @@ class StackedRNN(keras.layers.Layer):
                 self.units,
                 return_sequences=True,
                 return_state=True,
-                kernel_initializer=self.kernel_initializer,
-                recurrent_initializer=self.recurrent_initializer,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                recurrent_initializer=clone_initializer(self.recurrent_initializer),
                 dtype=self.dtype_policy,
                 name=f"{self.cell_type}_{index}",
             )
@@ -151,7 +147,9 @@ class StackedRNN(keras.layers.Layer):
             self.rnn_layers.append(layer)
             if index < self.num_layers - 1:
                 self.dropout_layers.append(
-                    keras.layers.Dropout(self.dropout, name=f"dropout_{index}")
+                    keras.layers.Dropout(
+                        self.dropout, dtype=self.dtype_policy, name=f"dropout_{index}"
+                    )
                 )
             input_dim = self.output_dim
         self.built = True
@@ -171,6 +169,20 @@ class StackedRNN(keras.layers.Layer):
             # Padded steps output zeros, whatever the residual path added.
             x = x * ops.expand_dims(ops.cast(mask, x.dtype), -1)
         return x, states
+
+    def compute_output_spec(self, inputs, mask=None, training=None):
+        batch_size, time_steps = inputs.shape[0], inputs.shape[1]
+        outputs = keras.KerasTensor(
+            (batch_size, time_steps, self.output_dim), dtype=self.compute_dtype
+        )
+        states = [
+            [
+                keras.KerasTensor((batch_size, self.units), dtype=self.compute_dtype)
+                for _ in range(self.states_per_layer)
+            ]
+            for _ in range(self.num_layers)
+        ]
+        return outputs, states
 
     def compute_mask(self, inputs, previous_mask=None):
         if previous_mask is None:

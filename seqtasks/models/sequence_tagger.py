@@ -154,7 +154,9 @@ class SequenceTagger(keras.Model):
         # gradients are summed: the step then averages over the whole global batch.
         if self.crf is not None:
             log_likelihood = self.crf.log_likelihood(y_pred, y, mask)
-            loss = -ops.mean(log_likelihood) * replica_share(ops.shape(log_likelihood)[0])
+            # A replica can get no sentence of an odd global batch: its share is 0, not a mean of nothing.
+            count = ops.cast(ops.shape(log_likelihood)[0], "float32")
+            loss = -ops.sum(log_likelihood) / ops.maximum(count, 1.0) * replica_share(count)
         else:
             weights = ops.cast(mask, "float32")
             per_token = keras.losses.sparse_categorical_crossentropy(y, ops.cast(y_pred, "float32"), from_logits=True)
