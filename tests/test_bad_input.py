@@ -1,5 +1,6 @@
 """Bad input, one row each: the CLI exits with status 2 and one line that names the file, line or field."""
 
+import json
 import re
 
 import pytest
@@ -197,3 +198,23 @@ def test_predict_refuses_bad_input_with_one_line(tmp_path, args, expected):
     result = CliRunner().invoke(main, ["predict", *(arg.format(root=tmp_path) for arg in args)])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [f"Error: {expected.format(root=tmp_path)}"]
+
+
+def test_predict_on_an_export_of_no_known_task_names_its_outputs_and_json_still_prints_them(tmp_path):
+    import tensorflow as tf
+
+    class Echo(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            return {"echo": text, "length": tf.strings.length(text)}
+
+    module = Echo()
+    tf.saved_model.save(module, str(tmp_path / "echo"), signatures={"serving_default": module.serve})
+    result = CliRunner().invoke(main, ["predict", str(tmp_path / "echo"), "hello"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        "Error: the model's outputs (echo, length) are not those of a seqtasks task; --json prints them all"
+    ]
+    result = CliRunner().invoke(main, ["predict", str(tmp_path / "echo"), "hello", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [{"echo": "hello", "length": 5}]

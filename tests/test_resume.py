@@ -21,6 +21,10 @@ _OVERRIDES = [
     "training.batch_size=8",
     f"training.checkpoint_every_steps={_EVERY}",
     "export.enabled=false",
+    # A small model: what is under test is where training resumes, not what it learns.
+    "model.embedding_dim=8",
+    "model.encoder.units=8",
+    "model.decoder.units=16",
 ]
 
 
