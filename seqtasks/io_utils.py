@@ -10,7 +10,19 @@ from seqtasks.errors import SeqtasksError
 
 
 def _umask():
-    mask = os.umask(0)
+    """The process umask, read without changing it where Linux shows it.
+
+    Setting it to read it back opens a moment in which files other threads
+    create (TensorFlow writes checkpoints from its own) get no umask at all.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:  # bytes: the process name may not decode
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
     os.umask(mask)
     return mask
 
@@ -53,27 +65,41 @@ def publish_folder(write, destination):
         staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.tmp-"))
     except OSError as error:
         raise SeqtasksError(f"{destination.parent}: cannot write the export: {error.strerror}") from None
+    previous = None
     try:
         # mkdtemp makes the folder private; servers often run as another user.
         os.chmod(staging, 0o777 & ~_umask())
         write(str(staging))
-        previous = None
         if destination.is_dir():  # a resumed run publishes its model again
             previous = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.old-"))
             os.replace(destination, previous)
         os.replace(staging, destination)
-        if previous is not None:
-            shutil.rmtree(previous, ignore_errors=True)
     except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
+        _clean_up(staging, previous, destination)
         raise SeqtasksError(
             f"{destination}: writing failed ({error.strerror or error}); nothing was "
             "written there and earlier versions are untouched"
         ) from None
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _clean_up(staging, previous, destination)
         raise
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
     return destination
+
+
+def _clean_up(staging, previous, destination):
+    """After a failed publish: removes the staging folder and puts an earlier version back."""
+    shutil.rmtree(staging, ignore_errors=True)
+    if previous is None:
+        return
+    if os.path.lexists(destination):  # never moved away, or the new version got there
+        shutil.rmtree(previous, ignore_errors=True)
+    else:
+        try:
+            os.replace(previous, destination)
+        except OSError:
+            pass  # left in .<name>.old-*, not deleted
 
 
 def make_run_dir(output_dir, name, timestamp):

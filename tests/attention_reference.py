@@ -38,3 +38,57 @@ def luong_scores(query, keys, score, w=None, w_q=None, w_k=None, v=None, g=None)
                 else:
                     scores[batch, i, j] = v @ np.tanh(s @ w_q + h @ w_k)
     return scores if g is None else g * scores
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def lstm_step(x, h, c, kernel, recurrent_kernel, bias):
+    """One Keras LSTM step: gates in the order i, f, c̃, o; returns `(h, c)`."""
+    z = x @ kernel + h @ recurrent_kernel + bias
+    i, f, candidate, o = np.split(z, 4, axis=-1)
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(candidate)
+    return sigmoid(o) * np.tanh(c), c
+
+
+def gru_step(x, h, kernel, recurrent_kernel, bias):
+    """One Keras GRU step with `reset_after=True`: gates z, r, h̃; bias `(2, 3u)`."""
+    x_z, x_r, x_h = np.split(x @ kernel + bias[0], 3, axis=-1)
+    h_z, h_r, h_h = np.split(h @ recurrent_kernel + bias[1], 3, axis=-1)
+    z, r = sigmoid(x_z + h_z), sigmoid(x_r + h_r)
+    candidate = np.tanh(x_h + r * h_h)
+    return z * h + (1.0 - z) * candidate
+
+
+def decoder_reference(inputs, memory, cells, score_fn, w_c, initial_state=None, input_feeding=True, memory_mask=None):
+    """Luong's attentional decoder, step by step, in NumPy.
+
+    `cells`: one `(cell_type, kernel, recurrent_kernel, bias)` per layer;
+    `score_fn(query (B, 1, d), memory) -> (B, 1, Ts)`; `w_c`: the attentional
+    projection, `h̃ = tanh([h; c] @ w_c)`. `initial_state`: per layer, `[h, c]`
+    (LSTM) or `[h]` (GRU); zeros when `None`. With input feeding, step `t`
+    reads `[x_t; h̃_{t-1}]` with `h̃_{-1} = 0`. Returns `(outputs, weights)`.
+    """
+    batch, steps = inputs.shape[:2]
+    units = cells[0][2].shape[0]
+    if initial_state is None:
+        initial_state = [[np.zeros((batch, units))] * (2 if cell[0] == "lstm" else 1) for cell in cells]
+    state = [list(layer_state) for layer_state in initial_state]
+    fed = np.zeros((batch, w_c.shape[1]))
+    outputs, all_weights = [], []
+    for t in range(steps):
+        x = np.concatenate([inputs[:, t], fed], -1) if input_feeding else inputs[:, t]
+        for index, (cell_type, kernel, recurrent_kernel, bias) in enumerate(cells):
+            if cell_type == "lstm":
+                state[index] = list(lstm_step(x, *state[index], kernel, recurrent_kernel, bias))
+            else:
+                state[index] = [gru_step(x, state[index][0], kernel, recurrent_kernel, bias)]
+            x = state[index][0]
+        mask = None if memory_mask is None else memory_mask[:, None, :]
+        weights = softmax(score_fn(x[:, None, :], memory), mask)[:, 0]
+        context = np.einsum("bs,bsd->bd", weights, memory)
+        fed = np.tanh(np.concatenate([x, context], -1) @ w_c)
+        outputs.append(fed)
+        all_weights.append(weights)
+    return np.stack(outputs, 1), np.stack(all_weights, 1)

@@ -10,6 +10,29 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+if "MUTANT_UNDER_TEST" in os.environ:  # running on mutmut's mutated copy
+    import mutation_support  # noqa: E402, F401
+
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+# Property tests run the same examples on every run (derandomize: examples from a hash of the
+# test), so their verdict never depends on luck. SEQTASKS_PROPERTY_EXAMPLES sets how many.
+# HYPOTHESIS_PROFILE=explore draws fresh random examples, ten times as many, keeping failures in
+# .hypothesis/ to replay them: a way to hunt for new counterexamples locally.
+_PROPERTY_EXAMPLES = int(os.environ.get("SEQTASKS_PROPERTY_EXAMPLES", "150"))
+hypothesis_settings.register_profile(
+    "seqtasks", derandomize=True, max_examples=_PROPERTY_EXAMPLES, deadline=None, print_blob=True
+)
+hypothesis_settings.register_profile(
+    "explore",
+    parent=hypothesis_settings.get_profile("default"),
+    derandomize=False,
+    max_examples=10 * _PROPERTY_EXAMPLES,
+    deadline=None,
+    print_blob=True,
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "seqtasks"))
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from attention_reference import bahdanau_scores, decoder_reference, luong_scores
 from layer_test_utils import run_layer_test
 
 from seqtasks.layers import AttentionDecoder, StackedRNN
@@ -288,3 +289,147 @@ def test_residual_combine_is_the_normalised_sum_of_state_and_projected_context()
     mean, variance = summed.mean(-1, keepdims=True), summed.var(-1, keepdims=True)
     expected = (summed - mean) / np.sqrt(variance + decoder.output_norm.epsilon)  # LayerNorm starts at gamma 1, beta 0
     np.testing.assert_allclose(np.array(outputs), expected, atol=1e-4)
+
+
+def _reference_parts(decoder):
+    """The decoder's own weights, read from its sublayers, for `decoder_reference`."""
+    cells = [
+        (decoder.cell_type, np.array(rnn.cell.kernel), np.array(rnn.cell.recurrent_kernel), np.array(rnn.cell.bias))
+        for rnn in decoder.rnn_layers
+    ]
+    attention = decoder.attention_layer
+    if decoder.attention == "bahdanau":
+        w_q, w_k, v = (np.array(w) for w in (attention.query_dense.kernel, attention.key_dense.kernel, attention.attention_v))
+        g = b = None
+        if decoder.normalize:
+            g, b = np.array(attention.attention_g), np.array(attention.attention_b)
+
+        def score_fn(query, memory):
+            return bahdanau_scores(query, memory, w_q, w_k, v, g=g, b=b)
+
+    else:
+        assert decoder.score == "general"
+        w = np.array(attention.key_dense.kernel)
+
+        def score_fn(query, memory):
+            return luong_scores(query, memory, "general", w=w)
+
+    return cells, score_fn, np.array(decoder.output_dense.kernel)
+
+
+REFERENCE_CONFIGS = [
+    {"units": 6, "num_layers": 2, "attention": "luong", "score": "general"},
+    {"units": 6, "cell_type": "gru", "attention": "bahdanau", "normalize": True},
+    {"units": 6, "num_layers": 2, "attention": "bahdanau", "input_feeding": False},
+    {"units": 6, "cell_type": "gru", "attention": "luong", "score": "general", "input_feeding": False},
+]
+
+
+@pytest.mark.parametrize("config", REFERENCE_CONFIGS)
+def test_teacher_forcing_matches_a_numpy_decoder(config):
+    # An independent reference: a NumPy LSTM/GRU, attention and W_c with the
+    # layer's weights. With input feeding, step t reads [x_t; h̃_{t-1}], so a
+    # decoder feeding zeros (or h_{t-1}, or the context) fails from step 1 on.
+    target, memory = TARGET[:, :3], MEMORY
+    decoder = AttentionDecoder(**config)
+    decoder.build(target.shape, memory.shape)
+    if config.get("normalize"):
+        decoder.attention_layer.attention_g.assign(1.3)
+        decoder.attention_layer.attention_b.assign(RNG.normal(size=6).astype("float32"))
+    outputs, weights = decoder(target, memory, memory_mask=MEMORY_MASK, return_attention=True)
+    cells, score_fn, w_c = _reference_parts(decoder)
+    input_feeding = config.get("input_feeding", True)
+    expected, expected_weights = decoder_reference(
+        target, memory, cells, score_fn, w_c, input_feeding=input_feeding, memory_mask=MEMORY_MASK
+    )
+    np.testing.assert_allclose(np.array(weights), expected_weights, atol=1e-5)
+    np.testing.assert_allclose(np.array(outputs), expected, atol=1e-5)
+    if input_feeding:
+        # The check has teeth: feeding zeros instead of h̃_{t-1} changes steps 1 and 2.
+        zeros = np.zeros((3, 3, w_c.shape[1]), "float32")
+        unfed, _ = decoder_reference(
+            np.concatenate([target, zeros], -1),
+            memory,
+            cells,
+            score_fn,
+            w_c,
+            input_feeding=False,
+            memory_mask=MEMORY_MASK,
+        )
+        np.testing.assert_allclose(unfed[:, 0], expected[:, 0], atol=1e-6)
+        assert np.abs(unfed[:, 1:] - expected[:, 1:]).max() > 1e-3
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
+@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
+def test_initial_state_is_the_state_the_first_step_starts_from(cell_type, input_feeding):
+    target, memory = TARGET[:, :3], MEMORY
+    decoder = AttentionDecoder(units=6, num_layers=2, cell_type=cell_type, input_feeding=input_feeding)
+    per_layer = 2 if cell_type == "lstm" else 1
+    initial_state = [
+        [RNG.normal(size=(3, 6)).astype("float32") for _ in range(per_layer)] for _ in range(2)
+    ]
+    with_state = np.array(decoder(target, memory, initial_state=initial_state, memory_mask=MEMORY_MASK))
+    zero_state = np.array(decoder(target, memory, memory_mask=MEMORY_MASK))
+    assert np.abs(with_state - zero_state).max() > 1e-3
+    cells, score_fn, w_c = _reference_parts(decoder)
+    expected, _ = decoder_reference(
+        target, memory, cells, score_fn, w_c, initial_state, input_feeding=input_feeding, memory_mask=MEMORY_MASK
+    )
+    np.testing.assert_allclose(with_state, expected, atol=1e-5)
+    expected_zero, _ = decoder_reference(
+        target, memory, cells, score_fn, w_c, input_feeding=input_feeding, memory_mask=MEMORY_MASK
+    )
+    np.testing.assert_allclose(zero_state, expected_zero, atol=1e-5)
+
+
+def _one_step(decoder, batch_size, training, memory=MEMORY):
+    cache = decoder.prepare_memory(memory)
+    state = decoder.get_initial_state(batch_size)
+    output, new_state, _ = decoder.step(TARGET[:batch_size, 0], state, cache, training=training)
+    return np.array(output), [np.array(s) for s in new_state]
+
+
+def test_step_applies_dropout_to_the_attentional_vector_when_training():
+    rate = 0.5
+    decoder = AttentionDecoder(units=8, dropout=rate, seed=1)
+    decoder(TARGET, MEMORY)
+    inference, inference_state = _one_step(decoder, 3, training=False)
+    np.testing.assert_array_equal(inference, _one_step(decoder, 3, training=False)[0])
+    np.testing.assert_array_equal(inference, _one_step(decoder, 3, training=None)[0])
+    training, training_state = _one_step(decoder, 3, training=True)
+    # One layer: the only dropout site is h̃, so each entry is dropped or scaled by 1 / (1 - rate).
+    dropped = training == 0.0
+    assert dropped.any() and not dropped.all()
+    np.testing.assert_allclose(training[~dropped], inference[~dropped] / (1.0 - rate), rtol=1e-5)
+    # The recurrent state is untouched; the fed vector is the dropped-out h̃, as in `call`.
+    for state, expected in zip(training_state[:-1], inference_state[:-1]):
+        np.testing.assert_allclose(state, expected, atol=1e-6)
+    np.testing.assert_array_equal(training_state[-1], training)
+    np.testing.assert_array_equal(inference_state[-1], inference)
+
+
+def test_step_dropout_drops_about_the_rate_with_fresh_masks():
+    memory = np.repeat(MEMORY[:1], 64, axis=0)
+    target = np.repeat(TARGET[:1], 64, axis=0)
+    decoder = AttentionDecoder(units=8, dropout=0.25, seed=3)
+    decoder(target, memory)
+    cache = decoder.prepare_memory(memory)
+    state = decoder.get_initial_state(64)
+    first, _, _ = decoder.step(target[:, 0], state, cache, training=True)
+    second, _, _ = decoder.step(target[:, 0], state, cache, training=True)
+    first, second = np.array(first), np.array(second)
+    assert 0.15 < np.mean(first == 0.0) < 0.35
+    assert not np.array_equal(first == 0.0, second == 0.0)
+
+
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_step_dropout_between_layers_when_training(input_feeding):
+    decoder = AttentionDecoder(units=8, num_layers=2, dropout=0.5, seed=2, input_feeding=input_feeding)
+    decoder(TARGET, MEMORY)
+    inference, inference_state = _one_step(decoder, 3, training=False)
+    training, training_state = _one_step(decoder, 3, training=True)
+    assert np.abs(training - inference).max() > 1e-3
+    # The first layer reads no dropout; the second reads the dropped-out first layer.
+    np.testing.assert_allclose(training_state[0], inference_state[0], atol=1e-6)
+    assert np.abs(training_state[2] - inference_state[2]).max() > 1e-3

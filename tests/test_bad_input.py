@@ -218,3 +218,45 @@ def test_predict_on_an_export_of_no_known_task_names_its_outputs_and_json_still_
     result = CliRunner().invoke(main, ["predict", str(tmp_path / "echo"), "hello", "--json"])
     assert result.exit_code == 0, result.output
     assert [json.loads(line) for line in result.stdout.splitlines()] == [{"echo": "hello", "length": 5}]
+
+
+BOMB = "task: translation\na0: &a0 {x: 1, y: 1}\n" + "".join(
+    f"a{n}: &a{n} {{{', '.join(f'k{i}: *a{n - 1}' for i in range(9))}}}\n" for n in range(1, 10)
+)
+MORE_ROWS = {
+    "CoNLL tag without a type": (
+        NER, {"train.conll": "John B-PER\nSmith I-\n\nHi O\n"}, [],
+        r"train\.conll:2: tag 'I-' is not O, B-TYPE or I-TYPE \(data\.scheme is iob2",
+    ),
+    "CoNLL line of one column read with the tag counted from the end": (
+        NER, {"train.conll": "John B-PER\nO\n"}, [],
+        r"train\.conll:2: expected at least 2 columns \(token column 0, tag column -1\); got 1$",
+    ),
+    "recipe that is a billion laughs bomb of mappings": (
+        BOMB, {}, [], r"recipe\.yaml: YAML aliases expand to more than 10000 values \(line 6\); write the values out instead$",
+    ),
+    "recipe alias inside its own anchor": (
+        "task: translation\ndata: &d {x: *d}\n", {}, [],
+        r"recipe\.yaml: a YAML alias refers to a value that contains it \(line 2\)$",
+    ),
+    "true where an integer is expected": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "training.epochs=true"],
+        r"--set training\.epochs: expected an integer; got true$",
+    ),
+    "dropout at its exclusive bound": (
+        TRANSLATION.replace("encoder: {units: 4}", "encoder: {units: 4, dropout: 1.0}"), {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: model\.encoder\.dropout: expected less than 1\.0; got 1\.0 \(line 3\)$",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", list(MORE_ROWS), ids=list(MORE_ROWS))
+def test_more_bad_input_exits_2_with_one_line_naming_it(tmp_path, row):
+    recipe, files, extra, expected = MORE_ROWS[row]
+    (tmp_path / "recipe.yaml").write_text(recipe, encoding="utf-8")
+    _write(tmp_path, files)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "recipe.yaml"), *extra, "--output-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert re.search(expected, lines[0]), lines[0]

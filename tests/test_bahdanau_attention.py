@@ -129,3 +129,39 @@ def test_invalid_units_is_a_clear_error(units):
 def test_value_of_wrong_rank_is_a_clear_error():
     with pytest.raises(ValueError, match=r"Expected `value` and `key` of shape \(batch, Tv, dim\)"):
         BahdanauAttention(units=4)(QUERY, VALUE[:, 0])
+
+
+@pytest.mark.parametrize("units", [4, 9])
+def test_normalized_score_starts_with_g_sqrt_one_over_units_and_zero_bias(units):
+    # Salimans & Kingma weight normalisation as in tfa's BahdanauAttention:
+    # g is a learned scalar starting at sqrt(1 / units), b starts at zero.
+    layer = BahdanauAttention(units=units, normalize=True)
+    layer(QUERY, VALUE)
+    g = np.array(layer.attention_g)
+    assert g.shape == ()
+    np.testing.assert_allclose(g, np.sqrt(1.0 / units), rtol=1e-6)
+    assert np.all(np.array(layer.attention_b) == 0.0)
+    # So the effective v = g v / ‖v‖ starts with norm sqrt(1 / units), whatever v is.
+    v = np.array(layer.attention_v)
+    assert np.linalg.norm(g * v / np.linalg.norm(v)) == pytest.approx((1.0 / units) ** 0.5, rel=1e-5)
+    # ... and the layer scores with it (no assignment of g before calling).
+    context, weights = layer(QUERY, VALUE, value_mask=MASK)
+    scores = bahdanau_scores(
+        QUERY,
+        VALUE,
+        np.array(layer.query_dense.kernel),
+        np.array(layer.key_dense.kernel),
+        v,
+        g=np.sqrt(1.0 / units),
+        b=np.zeros(units),
+    )
+    expected = softmax(scores, MASK[:, None, :])
+    np.testing.assert_allclose(np.array(weights), expected, atol=1e-5)
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+
+
+def test_unnormalized_score_has_no_g_or_b():
+    layer = BahdanauAttention(units=4)
+    layer(QUERY, VALUE)
+    assert not hasattr(layer, "attention_g") and not hasattr(layer, "attention_b")
+    assert [w.name for w in layer.weights].count("attention_v") == 1

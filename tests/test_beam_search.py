@@ -1,3 +1,6 @@
+import itertools
+
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -169,4 +172,397 @@ def test_chunked_top_k_equals_top_k(size, k, chunk):
     expected_values, expected_indices = (np.asarray(ops.convert_to_numpy(t)) for t in ops.top_k(rows, k=k))
     np.testing.assert_array_equal(indices, expected_indices)
     np.testing.assert_array_equal(values, expected_values)
+    assert values.shape == indices.shape == (6, k) and row_max.shape == (6, 1)
+    assert indices.dtype == np.int32
     np.testing.assert_array_equal(row_max[:, 0], rows.max(axis=-1))
+
+
+# --- Scripted models: what the model says depends on the step, so a test can force known sequences.
+
+P = 6  # a non-zero padding id (a token the scripts below never favour)
+
+
+def _penalty(length, alpha):
+    """GNMT length penalty, written out here rather than taken from the package."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _script_logits(script, vocab=VOCAB):
+    """`script[t][last] = {token: p}` -> logits `(steps, vocab, vocab)`; unlisted mass spread evenly.
+
+    The logits are `log p` plus an offset per row, so they are not normalised:
+    the search has to normalise them itself.
+    """
+    logits = np.zeros((len(script), vocab, vocab))
+    for t, rows in enumerate(script):
+        for last in range(vocab):
+            probs = rows.get(last, {})
+            rest = (1.0 - sum(probs.values())) / (vocab - len(probs))
+            row = np.array([probs.get(token, rest) for token in range(vocab)])
+            logits[t, last] = np.log(row) + 3.0 * t - 1.5 * last
+    return logits.astype("float32")
+
+
+def _scripted_step(logits_by_entry):
+    """Fake model: row of batch entry `b` reads `logits_by_entry[b, steps taken, last id]`.
+
+    Its state per row is `(b, steps taken)`, so the step count of the best
+    hypothesis comes back with it.
+    """
+    logits_by_entry = np.asarray(logits_by_entry, np.float32)
+    _, steps, vocab, _ = logits_by_entry.shape
+    flat = logits_by_entry.reshape(-1, vocab)
+
+    def step(ids, state):
+        entry, taken = state
+        return ops.take(flat, (entry * steps + taken) * vocab + ids, axis=0), (entry, taken + 1)
+
+    return step
+
+
+def _run_script(scripts, width, alpha, max_length, pad_id=0):
+    logits = np.stack([_script_logits(script) for script in scripts])
+    batch = len(scripts)
+    state = tile_beams((np.arange(batch, dtype=np.int32), np.zeros(batch, np.int32)), width)
+    ids, lengths, scores, (_, taken) = beam_search(
+        _scripted_step(logits), state, np.full(batch, START), END, max_length, width, alpha, pad_id=pad_id
+    )
+    return np.array(ids), np.array(lengths), np.array(scores), np.array(taken)
+
+
+def _assert_padded(ids, lengths, end_id, pad_id):
+    """Every returned sequence: tokens, `end_id` last unless cut at `max_length`, then only `pad_id`."""
+    max_length = ids.shape[1]
+    for row, length in zip(ids, lengths):
+        assert 1 <= length <= max_length
+        assert end_id not in row[: length - 1], row
+        if length < max_length:
+            assert row[length - 1] == end_id, row
+        np.testing.assert_array_equal(row[length:], np.full(max_length - length, pad_id))
+
+
+def _overtaking_script(last_end_p):
+    """The ended "end" (p .357) against "X X X X end" (p .2, then .99 thrice, then `last_end_p`).
+
+    Y (p .4) leads the first step only: every continuation of it costs log(1/7).
+    """
+    return [
+        {START: {END: 0.357, X: 0.2, Y: 0.4}},
+        {X: {X: 0.99}},
+        {X: {X: 0.99}},
+        {X: {X: 0.99}},
+        {X: {END: last_end_p}},
+    ]
+
+
+def test_a_live_hypothesis_overtakes_the_ended_leader_at_the_last_step():
+    alpha, max_length = 1.0, 5
+    short = np.log(0.357)
+    long_prefix = [np.log(0.2) + k * np.log(0.99) for k in range(4)]  # "X", "X X", ... "X X X X"
+    long = long_prefix[-1] + np.log(0.99)
+    # The premise, by hand: "end" leads at steps 1 to 4 (it ends at step 1, Y leads that step) ...
+    for n, prefix in enumerate(long_prefix, start=1):
+        assert prefix / _penalty(n, alpha) < short / _penalty(1, alpha)
+    # ... "X X X X" can still pass it only through the penalty at max_length, not at max_length - 1 ...
+    assert long_prefix[-1] / _penalty(max_length - 1, alpha) < short < long_prefix[-1] / _penalty(max_length, alpha)
+    # ... and at step 5 it does.
+    assert long / _penalty(5, alpha) > short / _penalty(1, alpha)
+
+    ids, lengths, scores, taken = _run_script([_overtaking_script(0.99)], width=3, alpha=alpha, max_length=5)
+    np.testing.assert_array_equal(ids, [[X, X, X, X, END]])
+    np.testing.assert_array_equal(lengths, [5])
+    np.testing.assert_allclose(scores, [long / _penalty(5, alpha)], rtol=1e-5)
+    np.testing.assert_array_equal(taken, [5])
+
+
+@pytest.mark.parametrize("pad_id", [0, P])
+def test_the_ended_leader_wins_when_the_live_one_fails_at_the_last_step(pad_id):
+    # As above, but "X X X X end" costs log .5 at the end: the search must still run every
+    # step (the live "X X X X" could pass the leader until then), and return the ended one.
+    alpha = 1.0
+    long_prefix = np.log(0.2) + 3 * np.log(0.99)
+    short = np.log(0.357)
+    assert long_prefix / _penalty(5, alpha) > short  # it could pass it until the last step
+    assert (long_prefix + np.log(0.5)) / _penalty(5, alpha) < short
+
+    ids, lengths, scores, taken = _run_script([_overtaking_script(0.5)], 3, alpha, 5, pad_id=pad_id)
+    np.testing.assert_array_equal(ids, [[END, pad_id, pad_id, pad_id, pad_id]])
+    np.testing.assert_array_equal(lengths, [1])
+    np.testing.assert_allclose(scores, [short / _penalty(1, alpha)], rtol=1e-5)
+    np.testing.assert_array_equal(taken, [5])  # no early stop: the bound had to wait for step 5
+
+
+# Entry 0: "X end" (.6 * .9) beats "Y end" (.3 * .9) and "end" (.09); all three end by step 2.
+# Entry 1: "end" (.7) at step 1; its live "X" (.2) can no longer pass it (alpha 0).
+EARLY_STOP = [
+    [{START: {X: 0.6, Y: 0.3, END: 0.09}}, {X: {END: 0.9}, Y: {END: 0.9}}] + [{}] * 4,
+    [{START: {END: 0.7, X: 0.2}}, {X: {END: 0.5}}] + [{}] * 4,
+]
+
+
+@pytest.mark.parametrize("pad_id", [0, P])
+def test_an_early_stop_pads_with_pad_id(pad_id):
+    ids, lengths, scores, taken = _run_script(EARLY_STOP, width=3, alpha=0.0, max_length=6, pad_id=pad_id)
+    np.testing.assert_array_equal(taken, [2, 2])  # both entries decided after 2 of 6 steps
+    np.testing.assert_array_equal(ids, [[X, END] + [pad_id] * 4, [END] + [pad_id] * 5])
+    np.testing.assert_array_equal(lengths, [2, 1])
+    np.testing.assert_allclose(scores, [np.log(0.6) + np.log(0.9), np.log(0.7)], rtol=1e-5)
+    _assert_padded(ids, lengths, END, pad_id)
+
+
+def test_an_early_stop_with_a_length_penalty_pads_with_pad_id():
+    # alpha 1: entry 1's "end" (len 1) against its live "X" whose bound is log .2 / penalty(6).
+    alpha = 1.0
+    assert np.log(0.2) / _penalty(6, alpha) < np.log(0.7)
+    assert np.log(0.6 * 0.9) / _penalty(2, alpha) > np.log(0.3 * 0.9) / _penalty(2, alpha)
+    ids, lengths, scores, taken = _run_script(EARLY_STOP, width=3, alpha=alpha, max_length=6, pad_id=P)
+    np.testing.assert_array_equal(taken, [2, 2])
+    np.testing.assert_array_equal(ids, [[X, END, P, P, P, P], [END, P, P, P, P, P]])
+    np.testing.assert_array_equal(lengths, [2, 1])
+    expected = [np.log(0.6 * 0.9) / _penalty(2, alpha), np.log(0.7) / _penalty(1, alpha)]
+    np.testing.assert_allclose(scores, expected, rtol=1e-5)
+
+
+# --- Brute force: a beam wide enough to keep every candidate is an exhaustive search.
+
+
+def _prefix_step(logits_by_entry, vocab):
+    """Fake model whose logits depend on the whole prefix fed so far.
+
+    State per row: `(b, code)`, `code` the fed ids as digits `id + 1` in base
+    `vocab + 1` (a bijection), and the logits `logits_by_entry[b, code]`.
+    """
+    codes = logits_by_entry.shape[1]
+    flat = logits_by_entry.reshape(-1, vocab)
+
+    def step(ids, state):
+        entry, code = state
+        code = code * (vocab + 1) + ids + 1
+        return ops.take(flat, entry * codes + code, axis=0), (entry, code)
+
+    return step
+
+
+def _decode_prefix(code, vocab):
+    digits = []
+    while code:
+        digits.append(code % (vocab + 1) - 1)
+        code //= vocab + 1
+    return digits[::-1]
+
+
+def _exhaustive(logits, vocab, start, end_id, max_length, alpha):
+    """Every sequence: ended by `end_id` (at most `max_length` tokens) or cut at `max_length`.
+
+    Returns the two best `(score, tokens)`, score = log p / penalty(length).
+    """
+    log_probs = logits.astype(np.float64)
+    log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    scored = []
+    for length in range(1, max_length + 1):
+        for tokens in itertools.product(range(vocab), repeat=length):
+            if end_id in tokens[:-1] or (length < max_length and tokens[-1] != end_id):
+                continue
+            code, total = 0, 0.0
+            for fed, token in zip((start,) + tokens[:-1], tokens):
+                code = code * (vocab + 1) + fed + 1
+                total += log_probs[code, token]
+            scored.append((total / _penalty(length, alpha), tokens))
+    scored.sort(reverse=True)
+    return scored[:2]
+
+
+@pytest.mark.parametrize("vocab, max_length", [(4, 3), (3, 4)])
+def test_a_beam_that_keeps_every_candidate_finds_the_exhaustive_best(vocab, max_length):
+    start, end_id = 1, 2
+    width = vocab**max_length  # more than the candidates of any step: nothing is ever pruned
+    codes = (vocab + 1) ** max_length
+    rng = np.random.default_rng(vocab * 10 + max_length)
+    steps_taken = []
+    for case, (alpha, pad_id) in enumerate([(0.0, 0), (0.6, vocab - 1), (1.5, 0), (3.0, vocab - 1)]):
+        batch = 3
+        logits = rng.normal(0.0, 1.5, size=(batch, codes, vocab)) + rng.normal(0.0, 3.0, size=(batch, codes, 1))
+        logits[..., end_id] += rng.uniform(0.0, 2.5, size=(batch, codes))  # ends are common: early stops
+        logits = logits.astype("float32")
+        state = tile_beams((np.arange(batch, dtype=np.int32), np.zeros(batch, np.int32)), width)
+        ids, lengths, scores, (_, code) = beam_search(
+            _prefix_step(logits, vocab), state, np.full(batch, start), end_id, max_length, width, alpha, pad_id
+        )
+        ids, lengths, scores, code = (np.array(x) for x in (ids, lengths, scores, code))
+        _assert_padded(ids, lengths, end_id, pad_id)
+        for b in range(batch):
+            (best, tokens), (second, _) = _exhaustive(logits[b], vocab, start, end_id, max_length, alpha)
+            assert best - second > 1e-4 * abs(best), "a near tie: pick another seed"
+            assert list(ids[b, : lengths[b]]) == list(tokens), (case, b)
+            np.testing.assert_allclose(scores[b], best, rtol=1e-5)
+            # The returned state is the best hypothesis' own: the ids it was fed.
+            fed = _decode_prefix(int(code[b]), vocab)
+            assert fed == [start] + list(ids[b, : len(fed) - 1])
+            steps_taken.append(len(fed))
+    # Both ways the loop ends were exercised: at max_length, and early.
+    assert max(steps_taken) == max_length and min(steps_taken) < max_length, steps_taken
+
+
+def test_a_live_hypothesis_that_can_at_best_tie_the_ended_leader_does_not_keep_the_search_going():
+    # Exact float arithmetic: two tokens at logit 0 and the rest at -1e9 give log p = -log 2 each;
+    # one token at 0 gives log p = 0. "end" ends at step 1 with -log 2 (penalty((5 + 1) / 6) = 1);
+    # "X Y" has -2 log 2, and "X Y Y ..." can reach -2 log 2 / penalty(7) = -log 2 at most: a tie.
+    alpha, max_length = 1.0, 7
+    assert _penalty(1, alpha) == 1.0 and _penalty(max_length, alpha) == 2.0
+    logits = np.full((1, max_length, VOCAB, VOCAB), -1e9, np.float32)
+    logits[0, 0, START, [END, X]] = 0.0
+    logits[0, 1, X, [Y, Z]] = 0.0
+    logits[0, 2:, Y, Y] = 0.0
+    logits[0, 2:, Z, Z] = 0.0
+    state = tile_beams((np.zeros(1, np.int32), np.zeros(1, np.int32)), 3)
+    ids, _, scores, (_, taken) = beam_search(
+        _scripted_step(logits), state, np.full(1, START), END, max_length, 3, alpha
+    )
+    np.testing.assert_array_equal(np.array(ids), [[END, 0, 0, 0, 0, 0, 0]])
+    np.testing.assert_allclose(np.array(scores), [-np.log(2.0)], rtol=1e-6)
+    np.testing.assert_array_equal(np.array(taken), [2])  # "end" leads after step 2; nothing can pass it
+
+
+# --- Per entry early stop, graph mode, states of any rank, unknown shapes.
+
+
+def test_each_entry_is_decided_by_its_own_hypotheses():
+    # Entry 0: "end" (.35) at step 1; its live hypotheses have .65 / 6 each, below .35.
+    # Entry 1: "end" (.6) at step 1; its live "X" (.39) is below .6 but above entry 0's .35.
+    # Each entry is decided after step 1: the search stops there, although entry 1's live "X"
+    # could pass entry 0's leader (that is no concern of entry 0).
+    scripts = [[{START: {END: 0.35}}] + [{}] * 5, [{START: {END: 0.6, X: 0.39}}] + [{}] * 5]
+    assert np.log(0.65 / 6) < np.log(0.35) < np.log(0.39) < np.log(0.6)
+    ids, lengths, scores, taken = _run_script(scripts, width=3, alpha=0.0, max_length=6)
+    np.testing.assert_array_equal(taken, [1, 1])
+    np.testing.assert_array_equal(ids, [[END, 0, 0, 0, 0, 0]] * 2)
+    np.testing.assert_array_equal(lengths, [1, 1])
+    np.testing.assert_allclose(scores, [np.log(0.35), np.log(0.6)], rtol=1e-5)
+
+
+def _compiled(fn):
+    """`fn` as one graph (`tf.function` / `jax.jit`), as a model's `predict` runs it."""
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
+def _recording_step(logits_by_entry, max_length):
+    """`_scripted_step`, whose state also holds `fed` `(rows, max_length)`: the ids each row was fed."""
+    scripted = _scripted_step(logits_by_entry)
+
+    def step(ids, state):
+        entry, taken, fed = state
+        at_step = ops.cast(ops.equal(ops.arange(max_length), ops.expand_dims(taken, 1)), "int32")
+        logits, (entry, taken) = scripted(ids, (entry, taken))
+        return logits, (entry, taken, fed + ops.expand_dims(ids, 1) * at_step)
+
+    return step
+
+
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "graph"])
+def test_beam_search_runs_as_one_graph_and_returns_the_best_hypothesis_state(compile):
+    # EARLY_STOP with alpha 1 and pad_id P, as above; the state has a rank-2 part.
+    alpha, max_length, width = 1.0, 6, 3
+    logits = np.stack([_script_logits(script) for script in EARLY_STOP])
+    step = _recording_step(logits, max_length)
+
+    def decode(start):
+        state = (np.arange(2, dtype=np.int32), np.zeros(2, np.int32), np.zeros((2, max_length), np.int32))
+        return beam_search(step, tile_beams(state, width), start, END, max_length, width, alpha, pad_id=P)
+
+    run = _compiled(decode) if compile else decode
+    ids, lengths, scores, (entry, taken, fed) = run(np.full(2, START, np.int32))
+    assert ops.convert_to_numpy(ids).dtype == np.int32
+    assert ops.convert_to_numpy(lengths).dtype == np.int32
+    assert ops.convert_to_numpy(scores).dtype == np.float32
+    np.testing.assert_array_equal(np.array(ids), [[X, END, P, P, P, P], [END, P, P, P, P, P]])
+    np.testing.assert_array_equal(np.array(lengths), [2, 1])
+    expected = [np.log(0.6 * 0.9) / _penalty(2, alpha), np.log(0.7) / _penalty(1, alpha)]
+    np.testing.assert_allclose(np.array(scores), expected, rtol=1e-5)
+    np.testing.assert_array_equal(np.array(entry), [0, 1])
+    np.testing.assert_array_equal(np.array(taken), [2, 2])
+    # What the best hypothesis was fed: the start id, then its own tokens (an ended one: its END).
+    np.testing.assert_array_equal(np.array(fed), [[START, X, 0, 0, 0, 0], [START, END, 0, 0, 0, 0]])
+
+
+def _traced_with_unknown(shape_of_table, shape_of_start, width, alpha, max_length):
+    """A `tf.function` of a unigram search whose table / batch size are unknown when traced."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec(shape_of_table, tf.float32), tf.TensorSpec(shape_of_start, tf.int32)])
+    def run(table, start):
+        state = tile_beams(ops.zeros_like(start), width)
+        return beam_search(_unigram_step(table), state, start, END, max_length, width, alpha)[:3]
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "shape_of_table, shape_of_start, width",
+    [([None, None], [1], 2), ([None, None], [1], 5), ([VOCAB, VOCAB], [None], 5), ([VOCAB, VOCAB], [None], 9)],
+    ids=["unknown-vocab-2", "unknown-vocab-5", "unknown-batch-5", "unknown-batch-wider-than-vocab"],
+)
+def test_shapes_unknown_when_traced_give_the_plain_beam_search_result(shape_of_table, shape_of_start, width):
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("shapes unknown at trace time: TensorFlow graphs only")
+    rng = np.random.default_rng(width + 100)
+    for alpha in [0.0, 1.0]:
+        table = np.log(rng.dirichlet(np.full(VOCAB, 0.5), size=VOCAB)).astype("float32")
+        run = _traced_with_unknown(shape_of_table, shape_of_start, width, alpha, 6)
+        ids, lengths, scores = (np.array(x) for x in run(table, np.full(1, START, np.int32)))
+        expected_tokens, expected_score = _reference_beam(table, width, alpha, 6)
+        assert list(ids[0, : lengths[0]]) == expected_tokens
+        np.testing.assert_allclose(scores[0], expected_score, rtol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: with the vocabulary size unknown when traced, beam_width > vocab fails")
+def test_a_beam_wider_than_an_unknown_vocabulary():
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("shapes unknown at trace time: TensorFlow graphs only")
+    table = _table({START: {X: 0.9}, X: {END: 0.9}})
+    run = _traced_with_unknown([None, None], [1], VOCAB + 2, 0.0, 4)
+    ids, _, _ = (np.array(x) for x in run(table, np.full(1, START, np.int32)))
+    np.testing.assert_array_equal(ids[0, :2], [X, END])
+
+
+@pytest.fixture
+def float16_floatx():
+
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float16")
+    yield
+    keras.config.set_floatx(previous)
+
+
+def test_search_is_in_float32_whatever_the_global_floatx(float16_floatx):
+    # greedy_search computes in float32 under any floatx (test_greedy_search.py); beam search fails.
+    ids, _, scores, _ = _run_beam(_unigram_step(TRAP), batch=1, width=3, alpha=1.0)
+    np.testing.assert_array_equal(ids, [[Y, END, 0, 0, 0, 0]])
+    assert scores.dtype == np.float32
+    np.testing.assert_allclose(scores, (TRAP[START, Y] + TRAP[Y, END]) / _penalty(2, 1.0), rtol=1e-6)
+
+
+def test_with_beam_width_one_an_ended_entry_keeps_its_score_while_another_runs_on():
+    # EARLY_STOP with one hypothesis per entry: entry 1 ends at step 1, entry 0 at step 2.
+    ids, lengths, scores, taken = _run_script(EARLY_STOP, width=1, alpha=0.0, max_length=6)
+    np.testing.assert_array_equal(ids, [[X, END, 0, 0, 0, 0], [END, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(lengths, [2, 1])
+    np.testing.assert_allclose(scores, [np.log(0.6) + np.log(0.9), np.log(0.7)], rtol=1e-5)
+    np.testing.assert_array_equal(taken, [2, 2])
+
+
+def test_length_penalty_is_float32_whatever_the_global_floatx(float16_floatx):
+    # (5 + 2) / 6 = 7 / 6 is 1.1670 in float16, 1.1666666 in float32.
+    penalty = ops.convert_to_numpy(length_penalty(np.array([1, 2], np.int32), 1.0))
+    assert penalty.dtype == np.float32
+    np.testing.assert_allclose(penalty, [1.0, 7.0 / 6.0], rtol=1e-6)

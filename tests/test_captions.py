@@ -1,5 +1,6 @@
 import gzip
 import json
+import locale
 
 import pytest
 
@@ -91,3 +92,100 @@ def test_bad_coco_files_are_named(tmp_path, content, message):
     with pytest.raises(SeqtasksError) as error:
         read_coco_captions(path)
     assert str(error.value).startswith(f"{path}{message}")
+
+
+def test_flickr_tokens_read_past_blank_lines_and_keep_tabs_inside_captions(tmp_path):
+    path = tmp_path / "tokens.txt"
+    path.write_text("a.jpg#0\tA dog\tin snow .\n\n \nb.jpg#0\t Kids .\n", encoding="utf-8")
+    assert read_flickr_tokens(path) == {"a.jpg": ["A dog\tin snow ."], "b.jpg": ["Kids ."]}
+
+
+def test_flickr_tokens_in_their_encoding_and_bytes_not_utf8_by_default(tmp_path):
+    path = tmp_path / "tokens.txt"
+    path.write_bytes("a.jpg#0\tUn café .\n".encode("latin-1"))
+    assert read_flickr_tokens(path, encoding="latin-1") == {"a.jpg": ["Un café ."]}
+    with pytest.raises(SeqtasksError) as error:
+        read_flickr_tokens(path)
+    assert str(error.value) == f"{path}:1: not valid utf-8 (byte 15 of the line)"
+    with pytest.raises(SeqtasksError) as error:
+        read_flickr_tokens(path, encoding="klingon")
+    assert str(error.value) == f"{path}: unknown text encoding 'klingon'"
+
+
+def test_a_flickr_line_without_a_tab_is_malformed_even_with_an_image_number(tmp_path):
+    path = tmp_path / "tokens.txt"
+    path.write_text("a.jpg#0\n", encoding="utf-8")
+    with pytest.raises(SeqtasksError) as error:
+        read_flickr_tokens(path)
+    assert str(error.value) == f"{path}:1: expected '<image>#<n><TAB><caption>'"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=SeqtasksError,
+    reason="bug: the key is split at its first '#', so a line in the documented '<image>#<n><TAB><caption>' "
+    "form whose image name holds a '#' is rejected as malformed",
+)
+def test_an_image_name_with_a_hash_sign_is_read(tmp_path):
+    path = tmp_path / "tokens.txt"
+    path.write_text("dog#1.jpg#0\tA dog .\n", encoding="utf-8")
+    assert read_flickr_tokens(path) == {"dog#1.jpg": ["A dog ."]}
+
+
+def test_split_lists_must_name_images_in_utf8(tmp_path):
+    path = tmp_path / "dev.txt"
+    path.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(SeqtasksError) as error:
+        read_split_list(path)
+    assert str(error.value) == f"{path}: no image names in the file"
+    path.write_bytes(b"a.jpg\n\xe9.jpg\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_split_list(path)
+    assert str(error.value) == f"{path}:2: not valid utf-8 (byte 1 of the line)"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'{"a": "caf\xe9"}', ": not valid utf-8 (byte 11)"),
+        (b'{"images": {}, "annotations": []}', ": expected a JSON object with 'images' and 'annotations' lists"),
+        (b'{"annotations": []}', ": expected a JSON object with 'images' and 'annotations' lists"),
+        (b'{"images": [], "annotations": {}}', ": expected a JSON object with 'images' and 'annotations' lists"),
+        (b'{"images": [{"file_name": "a.jpg"}], "annotations": []}', ": images[0]: expected an object with 'id' and 'file_name'"),
+        (b'{"images": [7], "annotations": []}', ": images[0]: expected an object with 'id' and 'file_name'"),
+        (
+            b'{"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": [{"image_id": 1}]}',
+            ": annotations[0]: expected an object with 'image_id' and 'caption'",
+        ),
+        (
+            b'{"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": ["x"]}',
+            ": annotations[0]: expected an object with 'image_id' and 'caption'",
+        ),
+        (b'{"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": []}', ": no captions in the file"),
+        (
+            b'{"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": [{"image_id": 1, "caption": " "}]}',
+            ": no captions in the file",
+        ),
+    ],
+)
+def test_bad_coco_files_are_named_exactly(tmp_path, content, message):
+    path = tmp_path / "captions.json"
+    path.write_bytes(content)
+    with pytest.raises(SeqtasksError) as error:
+        read_coco_captions(path)
+    assert str(error.value) == f"{path}{message}"
+
+
+@pytest.fixture
+def ascii_locale():
+    """The process's text encoding set to ASCII (the C locale), as on a machine without a UTF-8 locale."""
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, previous)
+
+
+def test_coco_json_is_utf8_whatever_the_locale(tmp_path, ascii_locale):
+    path = tmp_path / "captions.json"
+    path.write_bytes('{"images": [{"id": 1, "file_name": "é.jpg"}], "annotations": [{"image_id": 1, "caption": "Un café."}]}'.encode())
+    assert read_coco_captions(path) == {"é.jpg": ["Un café."]}

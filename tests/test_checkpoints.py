@@ -1,6 +1,7 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 from test_training import _data, _model
 
@@ -85,3 +86,57 @@ def test_the_run_resumed_is_the_newest_unfinished_one_of_the_same_recipe(tmp_pat
     found = unfinished_run(tmp_path, "toy", "task: toy\n")
     assert (found.name if found else None) == expected
     assert unfinished_run(tmp_path / "elsewhere", "toy", "task: toy\n") is None
+
+
+def _ordered_data(seed=3):
+    import tensorflow as tf
+
+    from seqtasks.data.batching import epoch_ordered
+
+    x = np.random.default_rng(0).normal(size=(24, 4)).astype("float32")
+    data = tf.data.Dataset.from_tensor_slices((x, x.sum(1, keepdims=True) - x[:, :1]))
+    return epoch_ordered(data, 24, seed, lambda elements: elements.batch(4))  # 6 batches an epoch
+
+
+def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_never_stopped(tmp_path, monkeypatch):
+    from seqtasks.checkpoints import TrainingCheckpoints, restore
+
+    config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=4, keep_checkpoints=3)
+    whole_model = _model()
+    whole = fit(whole_model, _ordered_data(), _data(1), config, tmp_path / "whole")
+
+    save_after_batch = TrainingCheckpoints.on_train_batch_end
+
+    def stop_at_step_10(self, batch, logs=None):
+        save_after_batch(self, batch, logs)
+        if self.steps == 10:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TrainingCheckpoints, "on_train_batch_end", stop_at_step_10)
+        with pytest.raises(KeyboardInterrupt):
+            fit(_model(), _ordered_data(), _data(1), config, tmp_path / "stopped")
+    folder = tmp_path / "stopped" / "checkpoints"
+    state = read_state(folder)
+    # The last checkpoint is step 8: epoch 1 (counted from 0) with 2 of its 6 batches done.
+    assert (state["checkpoint"], state["epoch"], state["batches_done"], state["steps"], state["done"]) == (
+        "step-00000008.weights.h5", 1, 2, 8, False)
+    assert state["checkpoints"] == ["step-00000004.weights.h5", "step-00000006.weights.h5", "step-00000008.weights.h5"]
+    # Keras counts one more optimizer iteration at the end of each epoch of data of unknown length
+    # (the call that finds the data ended), so step 8 is iteration 9.
+    assert state["optimizer_iterations"] == 9 and len(state["history"]["loss"]) == 1
+
+    model = _model()
+    restored = restore(model, folder)
+    assert int(model.optimizer.iterations.numpy()) == 9
+    resumed = fit(model, _ordered_data(), _data(1), config, tmp_path / "stopped", restored)
+    assert resumed.batches_seen == whole.batches_seen == 18
+    # The resumed epoch's training loss averages only the batches trained after resuming (issue 17).
+    np.testing.assert_allclose(np.delete(resumed.history["loss"], 1), np.delete(whole.history["loss"], 1), rtol=1e-6)
+    np.testing.assert_allclose(resumed.history["val_loss"], whole.history["val_loss"], rtol=1e-6)
+    for ours, theirs in zip(model.get_weights(), whole_model.get_weights()):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+    final = read_state(folder)
+    assert (final["epoch"], final["batches_done"], final["steps"], final["done"]) == (3, 0, 18, True)
+    assert final["checkpoints"] == ["step-00000012.weights.h5", "step-00000016.weights.h5", "step-00000018.weights.h5"]
+    assert sorted(p.name for p in folder.glob("step-*")) == final["checkpoints"]

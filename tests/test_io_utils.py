@@ -1,10 +1,19 @@
 import errno
+import os
 import stat
+from pathlib import Path
 
 import pytest
 
+from seqtasks import io_utils
 from seqtasks.errors import SeqtasksError
-from seqtasks.io_utils import make_run_dir, next_version_dir, publish_folder, write_json_atomic
+from seqtasks.io_utils import (
+    make_run_dir,
+    next_version_dir,
+    publish_folder,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 
 def test_publish_folder_moves_a_complete_folder_into_place(tmp_path):
@@ -56,3 +65,442 @@ def test_unwritable_output_folder_is_a_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(SeqtasksError, match="cannot create the run folder"):
         make_run_dir(blocker, "toy", "now")
+
+
+# --- write_text_atomic: all or nothing, with the permissions of an ordinary file ---
+
+
+@pytest.fixture
+def umask():
+    """Sets the process umask for one test and puts the old one back."""
+    old = os.umask(0o022)
+    yield lambda mask: os.umask(mask)
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_written_file_gets_the_permissions_the_umask_gives_not_mkstemps_0600(tmp_path, umask, mask, mode):
+    umask(mask)
+    path = tmp_path / "metrics.json"
+    write_json_atomic(path, {"a": 1})
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    write_text_atomic(path, "again")  # a replaced file too
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert os.umask(mask) == mask  # writing left the umask as it was
+
+
+def test_the_umask_is_read_without_changing_it(monkeypatch, umask):
+    umask(0o027)
+    changes = []
+    real = os.umask
+    monkeypatch.setattr(io_utils.os, "umask", lambda mask: changes.append(mask) or real(mask))
+    assert io_utils._umask() == 0o027
+    assert changes == []  # Linux shows it in /proc/self/status: no moment without a umask
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("failure", ["write", "replace", "chmod"])
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch, failure):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("old\n")
+    text = "new\n" * 1000
+    if failure == "write":
+        text += "\udc80"  # a lone surrogate at the end: UTF-8 fails after 4000 characters
+        expected = UnicodeEncodeError
+    else:
+        expected = OSError
+
+        def fail(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(io_utils.os, failure, fail)
+    with pytest.raises(expected):
+        write_text_atomic(path, text)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipe.yaml"]
+    assert path.read_text() == "old\n"
+
+
+def test_an_interrupt_while_writing_leaves_no_temporary_file(tmp_path, monkeypatch):
+    real = os.replace
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io_utils.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(tmp_path / "a.json", "{}")
+    monkeypatch.setattr(io_utils.os, "replace", real)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- publish_folder: the staging folder never stays, an earlier version always does ---
+
+
+def model(text):
+    """A writer of a one-file export."""
+    return lambda folder: Path(folder, "model.pb").write_text(text)
+
+
+def test_a_published_folder_gets_the_umasks_permissions(tmp_path, umask):
+    umask(0o022)
+    destination = publish_folder(lambda folder: None, tmp_path / "1")
+    assert stat.S_IMODE(destination.stat().st_mode) == 0o755
+    umask(0o077)
+    assert stat.S_IMODE(publish_folder(lambda folder: None, tmp_path / "2").stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("error", [ValueError("bad shape"), KeyboardInterrupt(), Boom("x")])
+def test_a_failure_that_is_not_an_os_error_removes_the_staging_folder_and_propagates(tmp_path, error):
+    publish_folder(model("v1"), tmp_path / "1")
+
+    def export(folder):
+        Path(folder, "model.pb").write_text("half")
+        os.mkdir(f"{folder}/variables")
+        raise error
+
+    with pytest.raises(type(error)) as raised:
+        publish_folder(export, tmp_path / "1")
+    assert raised.value is error  # not wrapped: it is a bug, not the user's disk
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+    assert (tmp_path / "1" / "model.pb").read_text() == "v1"
+
+
+def test_republishing_replaces_the_earlier_version_and_leaves_nothing_else(tmp_path):
+    publish_folder(model("v1"), tmp_path / "1")
+    publish_folder(model("v2"), tmp_path / "1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+    assert [p.name for p in (tmp_path / "1").iterdir()] == ["model.pb"]
+    assert (tmp_path / "1" / "model.pb").read_text() == "v2"
+
+
+@pytest.mark.parametrize("failing_call", [1, 2])
+def test_a_failed_rename_while_republishing_keeps_the_earlier_version(tmp_path, monkeypatch, failing_call):
+    """Republishing renames the old version aside (call 1), then the new one into place (call 2)."""
+    publish_folder(model("v1"), tmp_path / "1")
+    real, calls = os.replace, []
+
+    def replace(source, target):
+        calls.append((source, target))
+        if len(calls) == failing_call:
+            raise OSError(5, "Input/output error")
+        return real(source, target)
+
+    monkeypatch.setattr(io_utils.os, "replace", replace)
+    with pytest.raises(SeqtasksError) as raised:
+        publish_folder(model("v2"), tmp_path / "1")
+    monkeypatch.setattr(io_utils.os, "replace", real)
+    assert str(raised.value) == (
+        f"{tmp_path / '1'}: writing failed (Input/output error); nothing was written there "
+        "and earlier versions are untouched"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+    assert (tmp_path / "1" / "model.pb").read_text() == "v1"
+
+
+def test_a_folder_that_cannot_be_created_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SeqtasksError) as raised:
+        publish_folder(lambda folder: None, tmp_path / "file" / "models" / "1")
+    assert str(raised.value) == f"{tmp_path / 'file' / 'models'}: cannot write the export: Not a directory"
+
+
+def test_publishing_creates_missing_parent_folders(tmp_path):
+    destination = publish_folder(model("v1"), tmp_path / "exports" / "toy" / "1")
+    assert destination == tmp_path / "exports" / "toy" / "1"
+    assert (destination / "model.pb").read_text() == "v1"
+    assert [p.name for p in (tmp_path / "exports" / "toy").iterdir()] == ["1"]
+
+
+def test_the_export_is_written_in_a_hidden_folder_beside_its_destination(tmp_path):
+    """Beside it, so the final rename stays on one file system; hidden, so no server takes it for a version."""
+    seen = []
+
+    def write(folder):
+        seen.append(Path(folder))
+        assert sorted(p.name for p in tmp_path.iterdir()) == [Path(folder).name]
+        Path(folder, "model.pb").write_text("v1")
+
+    publish_folder(write, tmp_path / "1")
+    (staging,) = seen
+    assert staging.parent == tmp_path
+    assert staging.name.startswith(".1.tmp-")
+    assert not staging.exists()
+
+
+def test_republishing_sets_the_earlier_version_aside_beside_it_while_renaming(tmp_path, monkeypatch):
+    publish_folder(model("v1"), tmp_path / "1")
+    real, moves = os.replace, []
+
+    def replace(source, target):
+        moves.append((Path(source), Path(target)))
+        return real(source, target)
+
+    monkeypatch.setattr(io_utils.os, "replace", replace)
+    publish_folder(model("v2"), tmp_path / "1")
+    (aside, old), (staging, new) = moves
+    assert (aside, new) == (tmp_path / "1", tmp_path / "1")
+    assert old.parent == tmp_path and old.name.startswith(".1.old-")
+    assert staging.parent == tmp_path and staging.name.startswith(".1.tmp-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+
+
+def test_an_earlier_version_that_cannot_be_put_back_is_kept_aside_not_deleted(tmp_path, monkeypatch):
+    """The new version's rename fails (call 2), and so does moving the old one back (call 3)."""
+    publish_folder(model("v1"), tmp_path / "1")
+    real, calls = os.replace, []
+
+    def replace(source, target):
+        calls.append((source, target))
+        if len(calls) >= 2:
+            raise OSError(5, "Input/output error")
+        return real(source, target)
+
+    monkeypatch.setattr(io_utils.os, "replace", replace)
+    with pytest.raises(SeqtasksError) as raised:
+        publish_folder(model("v2"), tmp_path / "1")
+    monkeypatch.setattr(io_utils.os, "replace", real)
+    assert len(calls) == 3
+    assert str(raised.value) == (
+        f"{tmp_path / '1'}: writing failed (Input/output error); nothing was written there "
+        "and earlier versions are untouched"
+    )
+    (kept,) = list(tmp_path.iterdir())  # the staging folder is gone
+    assert kept.name.startswith(".1.old-")
+    assert (kept / "model.pb").read_text() == "v1"
+
+
+@pytest.mark.parametrize("failing_call", [1, 2])
+def test_an_interrupt_while_republishing_keeps_the_earlier_version_and_propagates(tmp_path, monkeypatch, failing_call):
+    publish_folder(model("v1"), tmp_path / "1")
+    real, calls = os.replace, []
+    interrupt = KeyboardInterrupt()
+
+    def replace(source, target):
+        calls.append((source, target))
+        if len(calls) == failing_call:
+            raise interrupt
+        return real(source, target)
+
+    monkeypatch.setattr(io_utils.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        publish_folder(model("v2"), tmp_path / "1")
+    monkeypatch.setattr(io_utils.os, "replace", real)
+    assert raised.value is interrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+    assert [p.name for p in (tmp_path / "1").iterdir()] == ["model.pb"]
+    assert (tmp_path / "1" / "model.pb").read_text() == "v1"
+
+
+def _undeletable(monkeypatch, name):
+    """Makes `os.<name>` (unlink or rmdir) fail, as on a busy network file system; returns the undo."""
+    real = getattr(os, name)
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(os, name, refuse)
+    return lambda: monkeypatch.setattr(os, name, real)
+
+
+def test_an_earlier_version_that_cannot_be_deleted_does_not_fail_the_publish(tmp_path, monkeypatch):
+    publish_folder(model("v1"), tmp_path / "1")
+    undo = _undeletable(monkeypatch, "unlink")
+    destination = publish_folder(model("v2"), tmp_path / "1")
+    undo()
+    assert destination == tmp_path / "1"
+    assert (destination / "model.pb").read_text() == "v2"
+    (old,) = [p for p in tmp_path.iterdir() if p.name != "1"]
+    assert old.name.startswith(".1.old-")
+    assert (old / "model.pb").read_text() == "v1"
+
+
+def test_a_staging_folder_that_cannot_be_deleted_does_not_hide_the_write_error(tmp_path, monkeypatch):
+    def disk_fills(folder):
+        Path(folder, "model.pb").write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    undo = _undeletable(monkeypatch, "unlink")
+    with pytest.raises(SeqtasksError) as raised:
+        publish_folder(disk_fills, tmp_path / "1")
+    undo()
+    assert str(raised.value) == (
+        f"{tmp_path / '1'}: writing failed (No space left on device); nothing was written there "
+        "and earlier versions are untouched"
+    )
+    assert not (tmp_path / "1").exists()
+
+
+def test_an_empty_aside_folder_that_cannot_be_deleted_does_not_hide_the_rename_error(tmp_path, monkeypatch):
+    """Setting the earlier version aside fails (call 1): the empty folder made for it cannot be removed either."""
+    publish_folder(model("v1"), tmp_path / "1")
+    real = os.replace
+
+    def replace(source, target):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(io_utils.os, "replace", replace)
+    undo = _undeletable(monkeypatch, "rmdir")
+    with pytest.raises(SeqtasksError) as raised:
+        publish_folder(model("v2"), tmp_path / "1")
+    undo()
+    monkeypatch.setattr(io_utils.os, "replace", real)
+    assert str(raised.value) == (
+        f"{tmp_path / '1'}: writing failed (Input/output error); nothing was written there "
+        "and earlier versions are untouched"
+    )
+    assert (tmp_path / "1" / "model.pb").read_text() == "v1"
+
+
+# --- make_run_dir: the timestamp, then -2, -3, ... up to -999 ---
+
+
+def test_run_dirs_are_the_timestamp_then_numbered_from_2(tmp_path):
+    made = [make_run_dir(tmp_path / "runs", "toy", "20260101-000000") for _ in range(3)]
+    base = tmp_path / "runs" / "toy"
+    assert made == [base / "20260101-000000", base / "20260101-000000-2", base / "20260101-000000-3"]
+    assert all(path.is_dir() for path in made)
+    assert make_run_dir(tmp_path / "runs", "toy", "later") == base / "later"
+
+
+def test_a_run_dir_is_made_inside_missing_and_existing_folders(tmp_path):
+    assert make_run_dir(tmp_path / "a" / "b", "toy", "t") == tmp_path / "a" / "b" / "toy" / "t"
+    (tmp_path / "c" / "toy").mkdir(parents=True)
+    assert make_run_dir(tmp_path / "c", "toy", "t") == tmp_path / "c" / "toy" / "t"
+
+
+def test_the_999th_run_of_a_second_is_the_last(tmp_path):
+    base = tmp_path / "toy"
+    base.mkdir()
+    (base / "t").mkdir()
+    for attempt in range(2, 999):
+        (base / f"t-{attempt}").mkdir()
+    assert make_run_dir(tmp_path, "toy", "t") == base / "t-999"
+    with pytest.raises(SeqtasksError) as raised:
+        make_run_dir(tmp_path, "toy", "t")
+    assert str(raised.value) == f"{base}: too many runs started at t"
+    assert not (base / "t-1000").exists() and not (base / "t-0").exists() and not (base / "t-1").exists()
+
+
+def test_an_output_folder_that_is_a_file_is_named_in_the_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SeqtasksError) as raised:
+        make_run_dir(blocker, "toy", "now")
+    assert str(raised.value) == f"{blocker / 'toy'}: cannot create the run folder: Not a directory"
+
+
+def test_text_is_written_as_utf8_whatever_the_locale(tmp_path):
+    from conftest import run_python
+
+    path = tmp_path / "out.txt"
+    code = f"from seqtasks.io_utils import write_text_atomic; write_text_atomic({str(path)!r}, 'caf\\xe9 \\u2615')"
+    result = run_python(code, env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert path.read_bytes() == "café ☕".encode("utf-8")
+
+
+# --- _umask where /proc does not show it: set a private mask for a moment and put it back ---
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        None,  # no /proc (macOS, a sandbox): open fails
+        "Name:\tpython\nPid:\t1\n",  # an old kernel: no Umask line
+        "Name:\tpython\nUmask:\n",  # no value
+        "Name:\tpython\nUmask:\tzz\n",  # not octal
+    ],
+)
+def test_the_umask_without_proc_is_read_by_setting_a_private_one_for_a_moment(monkeypatch, umask, status):
+    import io
+
+    umask(0o027)
+
+    def fake_open(path, *args, **kwargs):
+        assert path == "/proc/self/status"
+        if status is None:
+            raise FileNotFoundError(2, "No such file or directory")
+        return io.BytesIO(status.encode())
+
+    changes = []
+    real = os.umask
+    monkeypatch.setattr(io_utils, "open", fake_open, raising=False)
+    monkeypatch.setattr(io_utils.os, "umask", lambda mask: changes.append(mask) or real(mask))
+    assert io_utils._umask() == 0o027
+    assert changes == [0o077, 0o027]  # never wider than private while it is changed
+    monkeypatch.undo()
+    assert os.umask(0o027) == 0o027
+
+
+def test_the_umask_line_is_read_as_octal(monkeypatch):
+    import io
+
+    monkeypatch.setattr(io_utils, "open", lambda *a, **k: io.BytesIO(b"Name:\tx\nUmask:\t0027\nState:\tR\n"), raising=False)
+    monkeypatch.setattr(io_utils.os, "umask", lambda mask: pytest.fail("the umask was changed"))
+    assert io_utils._umask() == 0o027
+
+
+# --- write_text_atomic: the temporary file sits beside the target, hidden ---
+
+
+def test_the_temporary_file_is_hidden_beside_the_target(tmp_path, monkeypatch):
+    real, moves = os.replace, []
+    monkeypatch.setattr(io_utils.os, "replace", lambda source, target: moves.append((source, target)) or real(source, target))
+    write_text_atomic(tmp_path / "metrics.json", "{}")
+    ((source, target),) = moves
+    assert Path(target) == tmp_path / "metrics.json"
+    assert Path(source).parent == tmp_path
+    assert Path(source).name.startswith(".metrics.json.") and Path(source).name.endswith(".tmp")
+    assert (tmp_path / "metrics.json").read_text() == "{}"
+
+
+def test_an_interrupt_just_after_the_rename_leaves_the_new_file(tmp_path, monkeypatch):
+    """The rename happened, then Ctrl-C arrived: the temporary file is already gone, the interrupt still propagates."""
+    real = os.replace
+
+    def replaced_then_interrupted(source, target):
+        real(source, target)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io_utils.os, "replace", replaced_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(tmp_path / "a.json", "{}")
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+    assert (tmp_path / "a.json").read_text() == "{}"
+
+
+def test_json_is_written_sorted_indented_and_ending_with_a_newline(tmp_path):
+    path = tmp_path / "m.json"
+    write_json_atomic(path, {"b": 1, "a": [1, {"d": None, "c": "é"}]})
+    assert path.read_text(encoding="utf-8") == (
+        '{\n  "a": [\n    1,\n    {\n      "c": "\\u00e9",\n      "d": null\n    }\n  ],\n  "b": 1\n}\n'
+    )
+
+
+def test_next_version_ignores_files_with_numeric_names(tmp_path):
+    (tmp_path / "2").mkdir()
+    (tmp_path / "99").write_text("")
+    (tmp_path / "10").mkdir()
+    assert next_version_dir(tmp_path) == tmp_path / "11"
+    assert next_version_dir(str(tmp_path / "none")) == tmp_path / "none" / "1"
+
+
+def test_the_umask_is_read_without_changing_it_whatever_the_process_name(umask):
+    from conftest import run_python
+
+    umask(0o022)
+    code = (
+        "import ctypes, os\n"
+        "ctypes.CDLL(None).prctl(15, b'caf\\xc3\\xa9', 0, 0, 0)  # PR_SET_NAME\n"
+        "from seqtasks import io_utils\n"
+        "changes, real = [], os.umask\n"
+        "os.umask = lambda mask: changes.append(mask) or real(mask)\n"
+        "print(oct(io_utils._umask()), changes)\n"
+    )
+    result = run_python(code, timeout=60)
+    assert result.stdout == "0o22 []\n", result.stderr

@@ -7,9 +7,11 @@ from seqtasks.data.labelled_text import (
     read_label_first_tsv,
     read_label_folders,
     read_labelled_csv,
+    read_labelled_texts,
     split_examples,
 )
 from seqtasks.errors import SeqtasksError
+from seqtasks.recipe.schema import TextClassificationDataConfig
 
 CSV = 'id,label,text\n1,1,"Great, really ""great"" film"\n2,0,Dull.\n'
 
@@ -90,3 +92,128 @@ def test_split_is_seeded_and_disjoint():
     assert split_examples(examples, 10, seed=2) != (train, validation)
     with pytest.raises(SeqtasksError, match=r"data.validation_size \(50\) leaves no training examples out of 50"):
         split_examples(examples, 50, seed=1)
+
+
+def _write(path, content):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def test_bytes_not_in_the_default_encoding_name_utf8_the_file_and_the_line(tmp_path):
+    tsv = _write(tmp_path / "a.tsv", b"label\ttext\n1\tcaf\xe9\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_first_tsv(tsv)
+    assert str(error.value) == f"{tsv}:2: not valid utf-8 (byte 6 of the line)"
+    text = _write(tmp_path / "folders" / "pos" / "0.txt", b"caf\xe9\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_folders(tmp_path / "folders")
+    assert str(error.value) == f"{text}:1: not valid utf-8 (byte 4 of the line)"
+    _write(tmp_path / "rt.neg", b"bad\n")
+    pos = _write(tmp_path / "rt.pos", b"ok\n\xe9t\xe9\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_files(tmp_path / "rt", ["neg", "pos"])
+    assert str(error.value) == f"{pos}:2: not valid utf-8 (byte 1 of the line)"
+
+
+def test_an_unknown_encoding_is_named_with_the_file(tmp_path):
+    tsv = _write(tmp_path / "a.tsv", b"label\ttext\n1\tok\n")
+    first_text = _write(tmp_path / "folders" / "neg" / "0.txt", b"meh\n")
+    _write(tmp_path / "folders" / "pos" / "0.txt", b"ok\n")
+    neg = _write(tmp_path / "rt.neg", b"meh\n")
+    _write(tmp_path / "rt.pos", b"ok\n")
+    for read, file in [
+        (lambda: read_labelled_csv(tsv, encoding="klingon"), tsv),
+        (lambda: read_label_first_tsv(tsv, encoding="klingon"), tsv),
+        (lambda: read_label_folders(tmp_path / "folders", encoding="klingon"), first_text),
+        (lambda: read_label_files(tmp_path / "rt", ["neg", "pos"], encoding="klingon"), neg),
+    ]:
+        with pytest.raises(SeqtasksError) as error:
+            read()
+        assert str(error.value) == f"{file}: unknown text encoding 'klingon'"
+
+
+def test_latin1_tsv_and_folders_and_the_lines_of_a_text_joined_by_spaces(tmp_path):
+    tsv = _write(tmp_path / "a.tsv", "label\ttext\n1\tcafé\n".encode("latin-1"))
+    assert read_label_first_tsv(tsv, encoding="latin-1") == [("café", "1")]
+    _write(tmp_path / "folders" / "pos" / "0.txt", "très\r\nbien\nvu \n".encode("latin-1"))
+    assert read_label_folders(tmp_path / "folders", encoding="latin-1") == [("très bien vu", "pos")]
+
+
+def test_an_empty_label_names_the_file_and_for_lines_the_line(tmp_path):
+    # `labels: [""]` reads the .txt files of the folder itself, and for 'lines' the file `<path>.`.
+    text = _write(tmp_path / "folders" / "a.txt", b"fine\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_folders(tmp_path / "folders", [""])
+    assert str(error.value) == f"{text}: empty label"
+    lines = _write(tmp_path / "rt.", b"\nfine\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_files(tmp_path / "rt", [""])
+    assert str(error.value) == f"{lines}:2: empty label"
+
+
+def test_no_texts_at_all_names_the_data(tmp_path):
+    (tmp_path / "folders" / "unsup").mkdir(parents=True)
+    with pytest.raises(SeqtasksError) as error:
+        read_label_folders(tmp_path / "folders")
+    assert str(error.value) == f"{tmp_path / 'folders'}: no labelled texts in the data"
+    _write(tmp_path / "rt.neg", b"\n \n")
+    _write(tmp_path / "rt.pos", b"")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_files(tmp_path / "rt", ["neg", "pos"])
+    assert str(error.value) == f"{tmp_path / 'rt'}: no labelled texts in the data"
+    with pytest.raises(SeqtasksError) as error:
+        read_label_files(tmp_path / "rt", [])
+    assert str(error.value) == f"{tmp_path / 'rt'}: the 'lines' format needs data.labels, the file name suffixes"
+
+
+def _latin1_data(tmp_path):
+    _write(tmp_path / "reviews.csv", "stars,review\n5,très bien\n".encode("latin-1"))
+    _write(tmp_path / "with_header.tsv", "label\ttext\n1\tcafé\n".encode("latin-1"))
+    _write(tmp_path / "no_header.tsv", "1\tcafé\n0\tthé\n".encode("latin-1"))
+    for label, text in [("pos", "génial"), ("neg", "à éviter"), ("other", "?")]:
+        _write(tmp_path / "folders" / label / "0.txt", text.encode("latin-1"))
+        _write(tmp_path / f"rt.{label}", f"{text}\n".encode("latin-1"))
+
+
+@pytest.mark.parametrize(
+    "settings, name, expected",
+    [
+        ({"format": "csv", "text_column": "review", "label_column": "stars"}, "reviews.csv", [("très bien", "5")]),
+        ({"format": "tsv", "header": True}, "with_header.tsv", [("café", "1")]),
+        ({"format": "tsv", "header": False}, "no_header.tsv", [("café", "1"), ("thé", "0")]),
+        ({"format": "folders", "labels": ["pos", "neg"]}, "folders", [("génial", "pos"), ("à éviter", "neg")]),
+        ({"format": "lines", "labels": ["neg", "pos"]}, "rt", [("à éviter", "neg"), ("génial", "pos")]),
+    ],
+)
+def test_read_labelled_texts_reads_the_recipe_format_with_its_settings(tmp_path, settings, name, expected):
+    _latin1_data(tmp_path)
+    config = TextClassificationDataConfig(path=str(tmp_path / name), encoding="latin-1", **settings)
+    assert read_labelled_texts(config, tmp_path / name) == expected
+
+
+def test_csv_rows_after_a_blank_line_are_read(tmp_path):
+    path = _write(tmp_path / "a.csv", b"label,text\n1,a\n\n0,b\n")
+    assert read_labelled_csv(path) == [("a", "1"), ("b", "0")]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'label,text\n1,ok\n0,"bad"x\n', ":3: malformed CSV: ',' expected after '\"'"),
+        (b'label,text\n1,"bad"x\n0,ok\n', ":2: malformed CSV: ',' expected after '\"'"),
+        (b'label,text\n1,"open\nstill open\n', ":3: malformed CSV: unexpected end of data"),
+    ],
+)
+def test_malformed_csv_names_the_line_where_it_is_found(tmp_path, content, message):
+    path = _write(tmp_path / "a.csv", content)
+    with pytest.raises(SeqtasksError) as error:
+        read_labelled_csv(path)
+    assert str(error.value) == f"{path}{message}"
+
+
+def test_an_empty_tsv_label_names_the_line(tmp_path):
+    path = _write(tmp_path / "a.tsv", b"label\ttext\n1\tfine\n \tno label\n")
+    with pytest.raises(SeqtasksError) as error:
+        read_label_first_tsv(path)
+    assert str(error.value) == f"{path}:3: empty label"

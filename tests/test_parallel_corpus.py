@@ -67,3 +67,25 @@ def test_split_keeps_each_source_sentence_on_one_side():
 def test_split_that_leaves_no_training_data_is_an_error():
     with pytest.raises(SeqtasksError, match=r"data.validation_size \(10\) leaves no training pairs out of 3"):
         split_by_source([("a", "x"), ("b", "y"), ("c", "z")], validation_size=10, seed=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_source_sentences_are_enough_to_split(seed):
+    pairs = [("a", "x"), ("b", "y"), ("a", "z")]
+    train, validation = split_by_source(pairs, validation_size=1, seed=seed)
+    assert sorted([train, validation]) == [[("a", "x"), ("a", "z")], [("b", "y")]]
+
+
+def test_one_source_sentence_cannot_be_split():
+    with pytest.raises(SeqtasksError) as error:
+        split_by_source([("a", "x"), ("a", "y")], validation_size=1, seed=0)
+    assert str(error.value) == "need at least two distinct source sentences to split off a validation set"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_validation_stops_at_the_first_group_that_reaches_its_size(seed):
+    # One pair per source: exactly validation_size pairs, no group more.
+    pairs = [(f"s{i}", f"t{i}") for i in range(6)]
+    train, validation = split_by_source(pairs, validation_size=2, seed=seed)
+    assert (len(train), len(validation)) == (4, 2)
+    assert sorted(train + validation) == pairs

@@ -7,6 +7,7 @@ import os
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,9 +20,9 @@ from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe, schema
 from seqtasks.recipe.task_table import TASKS
 
-SETTINGS = settings(
-    max_examples=int(os.environ.get("SEQTASKS_PROPERTY_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+# Only what these tests need beyond the profile `tests/conftest.py` loads (derandomized, with
+# SEQTASKS_PROPERTY_EXAMPLES examples, no deadline): every other setting comes from it.
+SETTINGS = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 _counter = itertools.count()
 
 
@@ -153,3 +154,20 @@ def test_a_folder_or_missing_file_is_named(tmp_path):
                 assert str(error).startswith(str(path)) and message in str(error)
             else:
                 raise AssertionError(f"{reader} read {path}")
+
+
+def test_property_tests_are_derandomized(request):
+    profile = settings.get_profile("seqtasks")
+    assert profile.derandomize and profile.database is None and profile.deadline is None
+    chosen = request.config.getoption("--hypothesis-profile", None) or os.environ.get("HYPOTHESIS_PROFILE")
+    if chosen not in (None, "seqtasks"):
+        pytest.skip(f"the Hypothesis profile {chosen!r} was chosen")
+    assert settings.get_current_profile_name() == "seqtasks"
+    assert settings.default.derandomize
+    # The settings each property test runs with: no @settings of its own may undo the profile.
+    property_tests = [test for test in globals().values() if hasattr(test, "hypothesis")]
+    assert len(property_tests) >= 4
+    for test in property_tests:
+        used = test._hypothesis_internal_use_settings
+        assert used.derandomize and used.database is None, test.__name__
+        assert used.max_examples == profile.max_examples, test.__name__

@@ -1,5 +1,6 @@
 import dataclasses
 import textwrap
+import typing
 
 import pytest
 
@@ -187,3 +188,875 @@ def test_the_recipe_reference_is_generated_from_the_schema_and_covers_every_key(
     )
     for key in ("training.learning_rate", "model.decoding.beam_width", "data.scheme", "model.backbone.fine_tune_from"):
         assert f"| `{key}` |" in text
+
+
+# --- YAML aliases: a "billion laughs" bomb is refused before anything walks it ---
+
+
+def alias_bomb(form, levels):
+    """`a0` holds two values; each further anchor holds nine aliases of the one before (9**levels values)."""
+    lines = ["task: toy", "a0: &a0 {x: 1, y: 1}" if form == "mapping" else "a0: &a0 [lol, lol]"]
+    for level in range(1, levels):
+        if form == "mapping":
+            items = ", ".join(f"k{i}: *a{level - 1}" for i in range(9))
+            lines.append(f"a{level}: &a{level} {{{items}}}")
+        else:
+            lines.append(f"a{level}: &a{level} [{', '.join(f'*a{level - 1}' for _ in range(9))}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def walk_guard():
+    """Stops a test after 5 s, so a loader that walks the expanded aliases fails instead of eating gigabytes."""
+    import signal
+
+    def stop(signum, frame):
+        raise AssertionError("the loader walked the aliases' expansion (still busy after 5 s)")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, 5)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("form", ["mapping", "list"])
+@pytest.mark.parametrize("levels", [5, 10])
+def test_alias_bombs_are_refused_with_the_line_where_they_grow_too_big(tmp_path, walk_guard, form, levels):
+    # Counted as nodes: a0 has 5 (mapping) or 3 (list), a1 55 or 28, a2 505 or 253, a3 4546 or 2278;
+    # a4 repeats a3 nine times (40914 or 20502 values), past the limit of 10000: line 6.
+    path = write(tmp_path, alias_bomb(form, levels))
+    assert error_of(path) == (
+        f"{path}: YAML aliases expand to more than 10000 values (line 6); write the values out instead"
+    )
+
+
+def test_the_alias_limit_counts_every_aliased_value(tmp_path, monkeypatch):
+    from seqtasks.recipe import loader
+
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 10)
+    text = (
+        "task: sentiment\n"
+        "description: &d hi\n"
+        "data:\n"
+        "  path: x.csv\n"
+        "  labels: &l [a, b, c, d]\n"  # a list node and 4 scalars: 5 values
+        "  label_names: *l\n"  # 5 aliased
+        "distribute: {strategy: mirrored, devices: *l}\n"  # 10 aliased: at the limit
+    )
+    recipe = load_recipe(write(tmp_path, text))
+    assert recipe.data.label_names == recipe.distribute.devices == ["a", "b", "c", "d"]
+    path = write(tmp_path, text + "name: *d\n")  # 11
+    assert error_of(path) == (
+        f"{path}: YAML aliases expand to more than 10 values (line 1); write the values out instead"
+    )
+
+
+@pytest.mark.parametrize("value", ["&a {b: *a}", "&a [*a]", "&a {b: [1, {c: *a}]}"])
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path, walk_guard, value):
+    path = write(tmp_path, f"task: toy\nmodel: {value}\n")
+    assert error_of(path) == f"{path}: a YAML alias refers to a value that contains it (line 2)"
+
+
+def test_small_aliases_still_work_and_errors_through_them_name_the_anchored_line(tmp_path):
+    text = "task: toy\nmodel:\n  encoder: &rnn {cell_type: gru, units: 32}\n  decoder: *rnn\n"
+    recipe = load_recipe(write(tmp_path, text))
+    assert (recipe.model.decoder.cell_type, recipe.model.decoder.units) == ("gru", 32)
+    path = write(tmp_path, text.replace("gru", "rnn"))
+    assert error_of(path) == f"{path}: model.decoder.cell_type: expected one of lstm, gru; got 'rnn' (line 3)"
+
+
+def test_aliases_in_set_values_are_checked_too(tmp_path, monkeypatch):
+    from seqtasks.recipe import loader
+
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 3)
+    path = write(tmp_path, "task: toy\n")
+    assert load_recipe(path, ["distribute.devices=[&d x, *d, *d, *d]", "distribute.strategy=mirrored"])
+    assert error_of(path, ["distribute.devices=[&d x, *d, *d, *d, *d]"]) == (
+        "--set distribute.devices: YAML aliases expand to more than 3 values (line 1); write the values out instead"
+    )
+
+
+def test_deeply_nested_yaml_is_an_error_not_a_crash(tmp_path):
+    path = write(tmp_path, "task: toy\nx: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert error_of(path) == f"{path}: invalid YAML: nested too deeply"
+    assert error_of(write(tmp_path, "task: toy\n"), ["data=" + "[" * 5000 + "]" * 5000]) == (
+        "--set data: nested too deeply"
+    )
+
+
+@pytest.mark.parametrize("value, shown", [("[toy]", "a list"), ("{toy: 1}", "a mapping"), ("true", "true"), ("3", "3")])
+def test_a_task_that_is_not_a_name_is_refused(tmp_path, value, shown):
+    path = write(tmp_path, f"task: {value}\n")
+    assert error_of(path) == (
+        f"{path}: task: expected one of toy, translation, sentiment, ner, captioning; got {shown} (line 1)"
+    )
+    assert error_of(path, ["training.epochs=2"]).endswith(f"got {shown} (line 1)")
+
+
+# --- types: YAML booleans are not numbers, numbers must be finite ---
+
+
+@pytest.mark.parametrize(
+    "section, key, value, expected",
+    [
+        ("training", "epochs", "true", "expected an integer; got true"),
+        ("training", "early_stopping_patience", "false", "expected an integer; got false"),  # Optional[int]
+        ("training", "learning_rate", "true", "expected a number; got true"),
+        ("training", "max_minutes", "false", "expected a number; got false"),  # Optional[float]
+        ("training", "optimizer", "true", "expected one of adam, adamw, sgd, rmsprop; got true"),
+        ("training", "monitor", "1", "expected a string; got 1"),
+        ("export", "enabled", "1", "expected true or false; got 1"),
+        ("distribute", "devices", "[gpu, 1]", "expected a list of strings; got a list"),
+        ("training", "learning_rate", ".nan", "expected a finite number; got nan"),
+        ("training", "clipnorm", ".inf", "expected a finite number; got inf"),
+        ("model", "decoding", "{length_penalty: .inf}", None),
+        ("seed", None, "true", "expected an integer; got true"),
+    ],
+)
+def test_values_of_the_wrong_type_are_refused(tmp_path, section, key, value, expected):
+    if key is None:
+        path = write(tmp_path, f"task: toy\n{section}: {value}\n")
+        assert error_of(path) == f"{path}: {section}: {expected} (line 2)"
+    elif expected is None:
+        path = write(tmp_path, f"task: toy\n{section}:\n  {key}: {value}\n")
+        assert error_of(path) == f"{path}: model.decoding.length_penalty: expected a finite number; got inf (line 3)"
+    else:
+        path = write(tmp_path, f"task: toy\n{section}:\n  {key}: {value}\n")
+        assert error_of(path) == f"{path}: {section}.{key}: {expected} (line 3)"
+
+
+def test_a_list_of_integers_refuses_booleans(tmp_path):
+    data = "data: {captions: c, images: i, train_split: t, validation_split: v}"
+    path = write(tmp_path, f"task: captioning\n{data}\nmodel:\n  backbone:\n    filters: [8, true]\n")
+    assert error_of(path) == f"{path}: model.backbone.filters: expected a list of integers; got a list (line 5)"
+
+
+def test_an_integer_too_big_for_a_float_is_not_a_crash(tmp_path):
+    path = write(tmp_path, f"task: toy\ntraining:\n  learning_rate: {10**400}\n")
+    assert error_of(path) == f"{path}: training.learning_rate: expected a finite number; got {10**400} (line 3)"
+
+
+# --- bounds: every bound the schema declares, on both sides ---
+
+
+def _bounded_fields():
+    import math
+    import typing
+
+    from seqtasks.recipe.schema import Recipe
+    from seqtasks.recipe.task_table import TASKS
+
+    def fields(cls, prefix):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            hint = hints[f.name]
+            if dataclasses.is_dataclass(hint):
+                yield from fields(hint, f"{prefix}{f.name}.")
+            elif {"min", "max", "below"} & set(f.metadata):
+                yield f"{prefix}{f.name}", float in typing.get_args(hint) or hint is float, f.metadata
+
+    rows = []
+    for task, entry in TASKS.items():
+        for dotted, is_float, bounds in [
+            *fields(Recipe, ""), *fields(entry.data_config, "data."), *fields(entry.model_config, "model.")
+        ]:
+            if task != "toy" and not dotted.startswith(("data.", "model.")):
+                continue  # the common sections once
+            cases = []  # (value, None: loads, or the message)
+            if "min" in bounds:
+                low = bounds["min"]
+                below_low = math.nextafter(low, -math.inf) if is_float else low - 1
+                cases += [(low, None), (below_low, f"expected at least {low}; got {below_low}")]
+            if "max" in bounds:
+                high = bounds["max"]
+                above = math.nextafter(high, math.inf) if is_float else high + 1
+                cases += [(high, None), (above, f"expected at most {high}; got {above}")]
+            if "below" in bounds:
+                end = bounds["below"]
+                assert is_float
+                cases += [(math.nextafter(end, -math.inf), None), (end, f"expected less than {end}; got {end}")]
+            rows += [pytest.param(task, dotted, value, message, id=f"{task}-{dotted}={value}") for value, message in cases]
+    return rows
+
+
+# A recipe of each task that the bounds alone can break: the cross-field checks
+# hold at every bound (min_length 1, columns apart from each other).
+BASES = {
+    "toy": {"task": "toy", "data": {"min_length": 1}},
+    "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}},
+    "sentiment": {"task": "sentiment", "data": {"path": "t.csv"}},
+    "ner": {"task": "ner", "data": {"path": "t.conll"}},
+    "captioning": {
+        "task": "captioning",
+        "data": {"captions": "c.txt", "images": "i", "train_split": "t.txt", "validation_split": "v.txt"},
+    },
+}
+
+
+@pytest.mark.parametrize("task, dotted, value, message", _bounded_fields())
+def test_every_bound_holds_on_both_sides_in_files_and_set(tmp_path, task, dotted, value, message):
+    import copy
+    import re
+
+    import yaml
+
+    raw = copy.deepcopy(BASES[task])
+    node = raw
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    path = write(tmp_path, yaml.safe_dump(raw, sort_keys=False))
+    set_path = write(tmp_path, yaml.safe_dump(BASES[task], sort_keys=False), name="base.yaml")
+    if message is None:
+        got = load_recipe(path)
+        for part in dotted.split("."):
+            got = getattr(got, part)
+        assert got == value and type(got) is type(value)
+        got = load_recipe(set_path, [f"{dotted}={value!r}"])
+        for part in dotted.split("."):
+            got = getattr(got, part)
+        assert got == value
+    else:
+        assert re.fullmatch(re.escape(f"{path}: {dotted}: {message}") + r" \(line \d+\)", error_of(path))
+        assert error_of(set_path, [f"{dotted}={value!r}"]) == f"--set {dotted}: {message}"
+
+
+def test_bounds_named_in_the_brief(tmp_path):
+    """The two kinds of upper bound, spelled out: `below` (dropout) is exclusive, `max` (num_symbols) inclusive."""
+    path = write(tmp_path, "task: toy\nmodel:\n  encoder:\n    dropout: 0.999\n")
+    assert load_recipe(path).model.encoder.dropout == 0.999
+    path = write(tmp_path, "task: toy\nmodel:\n  encoder:\n    dropout: 1.0\n")
+    assert error_of(path) == f"{path}: model.encoder.dropout: expected less than 1.0; got 1.0 (line 4)"
+    assert error_of(path, ["model.encoder.dropout=1"]) == "--set model.encoder.dropout: expected less than 1.0; got 1.0"
+    assert load_recipe(path, ["model.encoder.dropout=0"]).model.encoder.dropout == 0.0
+    path = write(tmp_path, "task: toy\ndata:\n  num_symbols: 10\n")
+    assert load_recipe(path).data.num_symbols == 10
+    path = write(tmp_path, "task: toy\ndata:\n  num_symbols: 11\n")
+    assert error_of(path) == f"{path}: data.num_symbols: expected at most 10; got 11 (line 3)"
+    assert error_of(path, ["data.num_symbols=1"]) == "--set data.num_symbols: expected at least 2; got 1"
+    assert error_of(path, ["data.num_symbols=true"]) == "--set data.num_symbols: expected an integer; got true"
+
+
+# --- the schema's field helpers, called as the schema calls them ---
+
+
+def test_spec_of_a_scalar_keeps_its_default_and_doc_and_bounds():
+    from seqtasks.recipe.schema import spec
+
+    f = spec(3, "Three.", min=1, max=5)
+    assert f.default == 3
+    assert f.default_factory is dataclasses.MISSING
+    assert dict(f.metadata) == {"doc": "Three.", "min": 1, "max": 5}
+    assert dict(spec(None, "Nothing.").metadata) == {"doc": "Nothing."}
+
+
+@pytest.mark.parametrize("default", [[1, 2], {"a": 1}, []])
+def test_spec_of_a_list_or_mapping_gives_each_instance_its_own_copy(default):
+    from seqtasks.recipe.schema import spec
+
+    f = spec(default, "Mutable.", min=0)
+    assert f.default is dataclasses.MISSING
+    first, second = f.default_factory(), f.default_factory()
+    assert first == default and type(first) is type(default)
+    assert first is not default and first is not second
+    assert dict(f.metadata) == {"doc": "Mutable.", "min": 0}
+
+
+def test_a_dataclass_built_with_spec_and_section():
+    from seqtasks.recipe.schema import section, spec
+
+    @dataclasses.dataclass
+    class Inner:
+        sizes: list = spec([8], "Sizes.")
+
+    @dataclasses.dataclass
+    class Outer:
+        count: int = spec(2, "Count.", min=1)
+        inner: Inner = section(Inner, "The inner section.")
+
+    a, b = Outer(), Outer()
+    assert (a.count, a.inner.sizes) == (2, [8])
+    a.inner.sizes.append(9)
+    assert b.inner.sizes == [8] and a.inner is not b.inner
+    inner_field = dataclasses.fields(Outer)[1]
+    assert inner_field.default_factory is Inner
+    assert dict(inner_field.metadata) == {"doc": "The inner section."}
+
+
+def test_every_schema_field_is_documented_and_lists_are_not_shared():
+    from seqtasks.recipe.schema import BackboneConfig, DistributeConfig, Recipe, TextClassificationDataConfig
+
+    for cls in (Recipe, BackboneConfig, DistributeConfig, TextClassificationDataConfig):
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("doc"), f"{cls.__name__}.{f.name}"
+    assert BackboneConfig().filters == [32, 64, 128]
+    assert BackboneConfig().filters is not BackboneConfig().filters
+    assert DistributeConfig().devices == [] and TextClassificationDataConfig().labels == []
+
+
+def test_encoder_output_size():
+    from seqtasks.recipe.schema import EncoderConfig
+
+    assert EncoderConfig(units=8).output_dim == 8
+    assert EncoderConfig(units=8, bidirectional=True).output_dim == 16
+    for mode in ("sum", "ave", "mul"):
+        assert EncoderConfig(units=8, bidirectional=True, merge_mode=mode).output_dim == 8
+    assert EncoderConfig(units=8, merge_mode="concat").output_dim == 8  # one direction: nothing to merge
+
+
+# --- every cross-field check: its exact message, the field it names and the line ---
+
+CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\n"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # Seq2SeqModelConfig: 'dot' scores need encoder outputs of the decoder's size
+        (
+            "task: toy\nmodel:\n  encoder: {units: 32}\n  decoder: {units: 64}\n  attention: {score: dot}\n",
+            "model.attention.score: 'dot' needs encoder outputs (32) of the size of decoder.units (64); "
+            "use 'general' or 'concat' (line 5)",
+        ),
+        (
+            "task: toy\nmodel:\n  encoder: {units: 32, bidirectional: true, merge_mode: sum}\n"
+            "  decoder: {units: 64}\n  attention: {score: dot}\n",
+            "model.attention.score: 'dot' needs encoder outputs (32) of the size of decoder.units (64); "
+            "use 'general' or 'concat' (line 5)",
+        ),
+        (
+            "task: toy\nmodel:\n  encoder: {units: 64, bidirectional: true}\n  decoder: {units: 64}\n"
+            "  attention: {score: dot}\n",
+            "model.attention.score: 'dot' needs encoder outputs (128) of the size of decoder.units (64); "
+            "use 'general' or 'concat' (line 5)",
+        ),
+        # ... and 'copy' bridges encoder and decoder of the same shape
+        (
+            "task: toy\nmodel:\n  encoder: {units: 32, num_layers: 2}\n  bridge: copy\n",
+            "model.bridge: 'copy' needs encoder and decoder of the same cell type and number of layers, "
+            "and encoder state size (32) equal to decoder.units (128); use 'dense' (line 4)",
+        ),
+        (
+            "task: toy\nmodel:\n  encoder: {units: 64, num_layers: 2}\n  decoder: {units: 64}\n  bridge: copy\n",
+            "model.bridge: 'copy' needs encoder and decoder of the same cell type and number of layers, "
+            "and encoder state size (64) equal to decoder.units (64); use 'dense' (line 5)",
+        ),
+        (
+            "task: toy\nmodel:\n  encoder: {units: 64, cell_type: gru}\n  decoder: {units: 64}\n  bridge: copy\n",
+            "model.bridge: 'copy' needs encoder and decoder of the same cell type and number of layers, "
+            "and encoder state size (64) equal to decoder.units (64); use 'dense' (line 5)",
+        ),
+        (
+            "task: toy\nmodel:\n  encoder: {units: 32, bidirectional: true}\n  decoder: {units: 32}\n  bridge: copy\n",
+            "model.bridge: 'copy' needs encoder and decoder of the same cell type and number of layers, "
+            "and encoder state size (64) equal to decoder.units (32); use 'dense' (line 5)",
+        ),
+        (  # both problems: the attention's is reported first
+            "task: toy\nmodel:\n  encoder: {units: 32}\n  decoder: {units: 64}\n  attention: {score: dot}\n"
+            "  bridge: copy\n",
+            "model.attention.score: 'dot' needs encoder outputs (32) of the size of decoder.units (64); "
+            "use 'general' or 'concat' (line 5)",
+        ),
+        # DistributeConfig
+        (
+            "task: toy\ndistribute:\n  devices: [/gpu:0]\n",
+            "distribute.devices: only for 'one_device' and 'mirrored'; strategy is 'auto' (line 3)",
+        ),
+        (
+            "task: toy\ndistribute: {strategy: multi_worker, devices: [a]}\n",
+            "distribute.devices: only for 'one_device' and 'mirrored'; strategy is 'multi_worker' (line 2)",
+        ),
+        (
+            "task: toy\ndistribute: {strategy: tpu, devices: [a]}\n",
+            "distribute.devices: only for 'one_device' and 'mirrored'; strategy is 'tpu' (line 2)",
+        ),
+        # ToyDataConfig
+        ("task: toy\ndata:\n  min_length: 9\n  max_length: 4\n", "data.min_length: must not exceed max_length (4); got 9 (line 3)"),
+        ("task: toy\ndata:\n  min_length: 11\n", "data.min_length: must not exceed max_length (10); got 11 (line 3)"),
+        # TranslationDataConfig
+        ("task: translation\n", "data.path: required: the file of sentence pairs"),
+        ("task: translation\ndata:\n  target_column: 1\n", "data.path: required: the file of sentence pairs"),
+        (
+            "task: translation\ndata:\n  path: p.tsv\n  target_column: 1\n",
+            "data.target_column: must differ from source_column (1) (line 4)",
+        ),
+        (
+            "task: translation\ndata:\n  path: p.tsv\n  source_column: 3\n  target_column: 3\n",
+            "data.target_column: must differ from source_column (3) (line 5)",
+        ),
+        # TextClassificationDataConfig
+        ("task: sentiment\n", "data.path: required: the labelled training data"),
+        ("task: sentiment\ndata:\n  format: lines\n", "data.path: required: the labelled training data"),
+        (
+            "task: sentiment\ndata:\n  path: t\n  format: lines\n",
+            "data.labels: required for the 'lines' format: the file name suffixes, e.g. [neg, pos]",
+        ),
+        (
+            "task: sentiment\ndata:\n  path: t\n  label_names: [x]\n",
+            "data.label_names: expected one name per entry of data.labels (0); got 1 (line 4)",
+        ),
+        (
+            "task: sentiment\ndata:\n  path: t\n  labels: [a, b, a]\n  label_names: [x, y]\n",
+            "data.label_names: expected one name per entry of data.labels (3); got 2 (line 5)",
+        ),
+        ("task: sentiment\ndata:\n  path: t\n  labels: [a, b, a]\n", "data.labels: contains a label twice (line 4)"),
+        (
+            "task: sentiment\ndata:\n  path: t\n  format: lines\n  labels: [neg, neg]\n",
+            "data.labels: contains a label twice (line 5)",
+        ),
+        # TaggingDataConfig
+        ("task: ner\n", "data.path: required: the CoNLL training file"),
+        ("task: ner\ndata:\n  path: t\n  tag_column: 0\n", "data.tag_column: must differ from token_column (0) (line 4)"),
+        (
+            "task: ner\ndata:\n  path: t\n  token_column: 2\n  tag_column: 2\n",
+            "data.tag_column: must differ from token_column (2) (line 5)",
+        ),
+        # CaptioningDataConfig
+        ("task: captioning\n", "data.captions: required: the caption file"),
+        ("task: captioning\ndata: {captions: c}\n", "data.images: required: the folder of images"),
+        (
+            "task: captioning\ndata: {captions: c, images: i}\n",
+            "data.train_split: required for the 'flickr' format: a list of image names",
+        ),
+        (
+            "task: captioning\ndata: {captions: c, images: i, validation_split: v}\n",
+            "data.train_split: required for the 'flickr' format: a list of image names",
+        ),
+        (
+            "task: captioning\ndata: {captions: c, images: i, train_split: t}\n",
+            "data.validation_split: required for the 'flickr' format: a list of image names",
+        ),
+        (
+            "task: captioning\ndata: {captions: c, images: i, validation_captions: v}\n",
+            "data.train_split: required for the 'flickr' format: a list of image names",
+        ),
+        (
+            "task: captioning\ndata: {format: coco, captions: c, images: i}\n",
+            "data.validation_captions: required for the 'coco' format: the validation captions JSON",
+        ),
+        # BackboneConfig
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  backbone: {{fine_tune_from: block3}}\n",
+            "model.backbone.fine_tune_from: only for a 'file' or 'application' backbone; the 'cnn' trains "
+            "entirely (line 4)",
+        ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  backbone: {{fine_tune_from: block3, filters: []}}\n",
+            "model.backbone.fine_tune_from: only for a 'file' or 'application' backbone; the 'cnn' trains "
+            "entirely (line 4)",
+        ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  backbone: {{type: file}}\n",
+            "model.backbone.path: required for a 'file' backbone: the .keras model",
+        ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  backbone: {{filters: []}}\n",
+            "model.backbone.filters: expected a list of positive filter counts; got [] (line 4)",
+        ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  backbone:\n    filters: [4, 0]\n",
+            "model.backbone.filters: expected a list of positive filter counts; got [4, 0] (line 5)",
+        ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  backbone:\n    filters: [-1, 8]\n",
+            "model.backbone.filters: expected a list of positive filter counts; got [-1, 8] (line 5)",
+        ),
+        # CaptionerModelConfig
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  attention: {{type: luong, score: dot}}\n",
+            "model.attention.score: 'dot' needs grid features of the decoder's size; use 'general' or 'concat' "
+            "(line 4)",
+        ),
+    ],
+)
+def test_each_cross_field_check_names_the_field_and_says_why(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    assert error_of(path) == f"{path}: {expected}"
+
+
+@pytest.mark.parametrize(
+    "text, dotted, value",
+    [
+        ("task: toy\nmodel:\n  encoder: {units: 32, bidirectional: true}\n  decoder: {units: 64}\n  attention: {score: dot}\n", "model.attention.score", "dot"),
+        ("task: toy\nmodel:\n  encoder: {units: 32}\n  decoder: {units: 64}\n  attention: {type: bahdanau, score: dot}\n", "model.attention.score", "dot"),
+        ("task: toy\nmodel:\n  encoder: {units: 32}\n  decoder: {units: 64}\n", "model.attention.score", "general"),
+        ("task: toy\nmodel:\n  encoder: {units: 64, cell_type: gru, num_layers: 2}\n  decoder: {units: 64, cell_type: gru, num_layers: 2}\n  bridge: copy\n", "model.bridge", "copy"),
+        ("task: toy\nmodel:\n  encoder: {units: 32, bidirectional: true, merge_mode: sum}\n  decoder: {units: 64}\n  bridge: copy\n", "model.bridge", "copy"),
+        ("task: toy\ndistribute: {strategy: one_device, devices: [/cpu:0]}\n", "distribute.devices", ["/cpu:0"]),
+        ("task: toy\ndistribute: {strategy: mirrored, devices: [a, b]}\n", "distribute.devices", ["a", "b"]),
+        ("task: toy\ndistribute: {strategy: tpu, devices: []}\n", "distribute.strategy", "tpu"),
+        ("task: toy\ndata: {min_length: 4, max_length: 4}\n", "data.min_length", 4),
+        ("task: translation\ndata: {path: p, source_column: 0, target_column: 1}\n", "data.target_column", 1),
+        ("task: sentiment\ndata: {path: t, labels: [a, b], label_names: [x, y]}\n", "data.label_names", ["x", "y"]),
+        ("task: sentiment\ndata: {path: t, format: lines, labels: [neg, pos]}\n", "data.labels", ["neg", "pos"]),
+        ("task: ner\ndata: {path: t, token_column: 0, tag_column: -1}\n", "data.tag_column", -1),
+        ("task: ner\ndata: {path: t, token_column: 1, tag_column: 0}\n", "data.tag_column", 0),
+        ("task: captioning\ndata: {format: coco, captions: c, images: i, validation_captions: v}\n", "data.format", "coco"),
+        (f"task: captioning\n{CAPTIONS}model:\n  backbone: {{type: application, fine_tune_from: block3}}\n", "model.backbone.fine_tune_from", "block3"),
+        (f"task: captioning\n{CAPTIONS}model:\n  backbone: {{type: file, path: m.keras, fine_tune_from: b, filters: []}}\n", "model.backbone.filters", []),
+        (f"task: captioning\n{CAPTIONS}model:\n  backbone: {{filters: [1]}}\n", "model.backbone.filters", [1]),
+        (f"task: captioning\n{CAPTIONS}model:\n  attention: {{type: bahdanau, score: dot}}\n", "model.attention.score", "dot"),
+    ],
+)
+def test_what_the_cross_field_checks_allow(tmp_path, text, dotted, value):
+    got = load_recipe(write(tmp_path, text))
+    for part in dotted.split("."):
+        got = getattr(got, part)
+    assert got == value
+
+
+# --- loader: exact messages of every way a file or a --set flag can be wrong ---
+
+TOP_LEVEL = "task, name, description, seed, data, model, training, evaluation, export, distribute"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "task: missing; expected one of toy, translation, sentiment, ner, captioning"),
+        ("# only a comment\n", "task: missing; expected one of toy, translation, sentiment, ner, captioning"),
+        ("hello\n", "expected a mapping of sections at the top level; got 'hello'"),
+        ("- task\n- toy\n", "expected a mapping of sections at the top level; got a list"),
+        ("task: toy\ntraining:\n  epochs: [1\n", "invalid YAML: expected ',' or ']', but got '<stream end>' (line 4)"),
+        ("task: toy\x01\n", "invalid YAML: unacceptable character #x0001: special characters are not allowed"),
+        (
+            "task: !!python/object/apply:os.system ['echo pwned']\n",
+            "invalid YAML: could not determine a constructor for the tag "
+            "'tag:yaml.org,2002:python/object/apply:os.system' (line 1)",
+        ),
+        ("task: toy\n1: x\n", f"1: unknown key; expected one of {TOP_LEVEL} (line 2)"),
+        ("task: toy\nseeds: 1\n", f"seeds: unknown key; expected one of {TOP_LEVEL} (did you mean 'seed'?) (line 2)"),
+        ("task: toy\nexport:\n  enabled:\n", "export.enabled: expected true or false; got nothing (null) (line 3)"),
+        ("task: toy\ntraining:\n  epochs: {a: 1}\n", "training.epochs: expected an integer; got a mapping (line 3)"),
+        ("task: toy\ntraining:\n  monitor: [a]\n", "training.monitor: expected a string; got a list (line 3)"),
+        ("task: toy\ntraining:\n  epochs: false\n", "training.epochs: expected an integer; got false (line 3)"),
+        ("task: toy\nname: .hidden\n", "name: expected letters, digits, '.', '_' or '-' (a folder name); got '.hidden' (line 2)"),
+        ("task: toy\nname: ../escape\n", "name: expected letters, digits, '.', '_' or '-' (a folder name); got '../escape' (line 2)"),
+        ("task:\n", "task: missing; expected one of toy, translation, sentiment, ner, captioning (line 1)"),
+        ("task: translation\ndata:\n", "data.path: required: the file of sentence pairs"),
+        ("task: toy\ndistribute:\n  devices: a\n", "distribute.devices: expected a list of strings; got 'a' (line 3)"),
+        (
+            "task: captioning\ndata: {captions: c, images: i, train_split: t, validation_split: v}\n"
+            "model:\n  backbone:\n    filters: 8\n",
+            "model.backbone.filters: expected a list of integers; got 8 (line 5)",
+        ),
+        ("task: toy\ntraining:\n  clipnorm: abc\n", "training.clipnorm: expected a number; got 'abc' (line 3)"),
+        ("task: toy\ntraining:\n  monitor: val_accuracy\n",
+         "training.monitor: expected one of val_loss, val_token_accuracy for task toy; got 'val_accuracy' (line 3)"),
+        ("task: ner\ndata: {path: t}\ntraining:\n  monitor: val_token_accuracy\n",
+         "training.monitor: expected one of val_loss for task ner; got 'val_token_accuracy' (line 4)"),
+    ],
+)
+def test_exact_messages_of_bad_recipe_files(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    assert error_of(path) == f"{path}: {expected}"
+
+
+def test_a_name_from_the_file_name_is_checked_too(tmp_path):
+    path = write(tmp_path, "task: toy\n", name="my recipe.yaml")
+    assert error_of(path) == f"{path}: name: expected letters, digits, '.', '_' or '-' (a folder name); got 'my recipe'"
+    assert load_recipe(write(tmp_path, "task: toy\n", name="a.b_c-1.yaml")).name == "a.b_c-1"
+    assert load_recipe(path, ["name=ok"]).name == "ok"
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["=3"], "--set '=3': expected KEY=VALUE with a dotted key, e.g. training.epochs=3"),
+        (["training..epochs=3"], "--set 'training..epochs=3': expected KEY=VALUE with a dotted key, e.g. training.epochs=3"),
+        (["1x=3"], "--set '1x=3': expected KEY=VALUE with a dotted key, e.g. training.epochs=3"),
+        (["training.batch-size=3"], "--set 'training.batch-size=3': expected KEY=VALUE with a dotted key, e.g. training.epochs=3"),
+        (["epochs=3"], f"--set epochs: unknown key epochs; expected one of {TOP_LEVEL}"),
+        (["Training.Epochs=3"], f"--set Training.Epochs: unknown key Training; expected one of {TOP_LEVEL} (did you mean 'training'?)"),
+        (["_x=3"], f"--set _x: unknown key _x; expected one of {TOP_LEVEL}"),
+        (["tranining.epochs=3"], f"--set tranining.epochs: unknown key tranining; expected one of {TOP_LEVEL} (did you mean 'training'?)"),
+        (
+            ["training.zzz=3"],
+            "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
+            "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, label_smoothing, "
+            "checkpoint_every_steps, keep_checkpoints, precision",
+        ),
+        (
+            ["data.x.y=3"],
+            "--set data.x.y: unknown key data.x; expected one of train_size, validation_size, min_length, max_length, num_symbols",
+        ),
+        (["training=3"], "--set training: expected a mapping; got 3"),
+        (["seed.x=3"], "--set seed.x: seed is a value, not a section"),
+        (["data.train_size.x=3"], "--set data.train_size.x: data.train_size is a value, not a section"),
+        (["model.encoder.units.x=3"], "--set model.encoder.units.x: model.encoder.units is a value, not a section"),
+        (["model.encoder.units=3", "model.encoder.units.x=3"], "--set model.encoder.units.x: model.encoder.units is not a section"),
+        (["training.epochs=0"], "--set training.epochs: expected at least 1; got 0"),
+        (["training.epochs= 0"], "--set training.epochs: expected at least 1; got 0"),
+        (["training.monitor=val_accuracy"],
+         "--set training.monitor: expected one of val_loss, val_token_accuracy for task toy; got 'val_accuracy'"),
+        (["name=a/b"], "--set name: expected letters, digits, '.', '_' or '-' (a folder name); got 'a/b'"),
+        (["task=nope"], "--set task: expected one of toy, translation, sentiment, ner, captioning; got 'nope'"),
+        (["task=translation"], "x.yaml: data.path: required: the file of sentence pairs"),
+        (["data.min_length=11"], "--set data.min_length: must not exceed max_length (10); got 11"),
+        (["data={min_length: 11}"], "--set data: must not exceed max_length (10); got 11"),
+        (["model.decoding={beam_width: 0}"], "--set model.decoding: expected at least 1; got 0"),
+        (["training.learning_rate=true"], "--set training.learning_rate: expected a number; got true"),
+        (["training.epochs=[1"], "--set training.epochs: expected an integer; got '[1'"),
+        (["training.epochs="], "--set training.epochs: expected an integer; got nothing (null)"),
+    ],
+)
+def test_exact_messages_of_bad_overrides(tmp_path, overrides, expected):
+    path = write(tmp_path, "task: toy\n")
+    message = error_of(path, overrides)
+    if expected.startswith("x.yaml"):
+        expected = f"{tmp_path}/{expected}"
+    assert message == expected
+
+
+@pytest.mark.parametrize(
+    "text, override, expected",
+    [
+        ("task: toy\nmodel: 3\n", "model.encoder.units=3", "--set model.encoder.units: model is not a section"),
+        ("task: toy\nmodel:\n  encoder: 5\n", "model.encoder.units=3", "--set model.encoder.units: model.encoder is not a section"),
+        ("task: toy\nmodel:\n  encoder: [1]\n", "model.encoder.units=3", "--set model.encoder.units: model.encoder is not a section"),
+    ],
+)
+def test_set_into_a_value_of_the_file_is_refused(tmp_path, text, override, expected):
+    assert error_of(write(tmp_path, text), [override]) == expected
+
+
+def test_set_into_an_empty_section_of_the_file_fills_it(tmp_path):
+    path = write(tmp_path, "task: toy\nmodel:\n  encoder:\ntraining:\n")
+    recipe = load_recipe(path, ["model.encoder.units=3", "training.epochs=2"])
+    assert (recipe.model.encoder.units, recipe.model.encoder.cell_type, recipe.training.epochs) == (3, "lstm", 2)
+
+
+@pytest.mark.parametrize("task", ["toyy", "[toy]"])
+def test_set_into_data_of_an_unknown_task_reports_the_task(tmp_path, task):
+    path = write(tmp_path, f"task: {task}\n")
+    shown = "'toyy'" if task == "toyy" else "a list"
+    assert error_of(path, ["data.anything.deeper=1"]) == (
+        f"{path}: task: expected one of toy, translation, sentiment, ner, captioning; got {shown} (line 1)"
+    )
+    assert error_of(path, ["model.x=1"]).startswith(f"{path}: task: expected one of")
+
+
+def test_set_keys_are_checked_against_the_task_the_flags_choose(tmp_path):
+    path = write(tmp_path, "task: toy\n")
+    recipe = load_recipe(path, ["task=ner", "data.path=/d/train.conll", "model.output=softmax"])
+    assert (recipe.task, recipe.data.path, recipe.model.output) == ("ner", "/d/train.conll", "softmax")
+    assert error_of(path, ["data.path=x"]) == (
+        "--set data.path: unknown key data.path; expected one of train_size, validation_size, min_length, "
+        "max_length, num_symbols"
+    )
+
+
+@pytest.mark.parametrize(
+    "override, dotted, value",
+    [
+        (" training.epochs =3", "training.epochs", 3),
+        ("training.epochs= 3", "training.epochs", 3),
+        ("description=a=b", "description", "a=b"),
+        ("description=a: b: c", "description", "a: b: c"),  # not YAML: the text as it is
+        ("description=[unclosed", "description", "[unclosed"),
+        ("training.clipnorm=", "training.clipnorm", None),
+        ("training.clipnorm=null", "training.clipnorm", None),
+        ("training.early_stopping_patience=3", "training.early_stopping_patience", 3),
+        ("model.encoder={units: 16, cell_type: gru}", "model.encoder.units", 16),
+        ("training.learning_rate=1", "training.learning_rate", 1.0),
+    ],
+)
+def test_set_values(tmp_path, override, dotted, value):
+    got = load_recipe(write(tmp_path, "task: toy\n"), [override])
+    for part in dotted.split("."):
+        got = getattr(got, part)
+    assert got == value and type(got) is type(value)
+
+
+def test_integers_given_for_numbers_become_floats(tmp_path):
+    recipe = load_recipe(write(tmp_path, "task: toy\ntraining:\n  learning_rate: 1\n  clipnorm: 5\n  max_minutes: 2\n"))
+    for value, expected in [
+        (recipe.training.learning_rate, 1.0), (recipe.training.clipnorm, 5.0), (recipe.training.max_minutes, 2.0)
+    ]:
+        assert value == expected and type(value) is float
+
+
+def test_lists_are_copied_and_optional_values_may_be_null(tmp_path):
+    recipe = load_recipe(
+        write(tmp_path, "task: toy\ntraining:\n  clipnorm: null\n  early_stopping_patience:\ndistribute: {strategy: mirrored, devices: [a, b]}\n")
+    )
+    assert recipe.training.clipnorm is None and recipe.training.early_stopping_patience is None
+    assert recipe.distribute.devices == ["a", "b"] and type(recipe.distribute.devices) is list
+
+
+def test_every_data_section_is_built_even_when_left_out(tmp_path):
+    from seqtasks.recipe.schema import ToyDataConfig
+
+    assert load_recipe(write(tmp_path, "task: toy\n")).data == ToyDataConfig()
+    assert load_recipe(write(tmp_path, "task: toy\ndata:\nmodel:\n")).data == ToyDataConfig()
+
+
+def test_the_first_problem_of_a_section_is_reported_in_field_order(tmp_path):
+    path = write(tmp_path, "task: toy\ntraining:\n  batch_size: 0\n  epochs: 0\n")
+    assert error_of(path) == f"{path}: training.epochs: expected at least 1; got 0 (line 4)"
+
+
+def test_data_paths_home_and_empty(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    text = "task: sentiment\ndata:\n  path: ~/texts.csv\n  validation_path: ''\n"
+    recipe = load_recipe(write(tmp_path, text))
+    assert recipe.data.path == str(tmp_path / "home" / "texts.csv")
+    assert recipe.data.validation_path == ""  # empty: no file, not the recipe's folder
+    monkeypatch.chdir(tmp_path / "..")
+    recipe = load_recipe(write(tmp_path, text), ["data.validation_path=v/./w.csv", "data.path=/abs//t.csv"])
+    assert recipe.data.validation_path == str((tmp_path / "..").resolve() / "v" / "w.csv")
+    assert recipe.data.path == "/abs/t.csv"
+
+
+def test_a_data_section_given_with_set_resolves_its_paths_from_the_current_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    monkeypatch.chdir(tmp_path)
+    path = write(folder, "task: translation\ndata:\n  path: in_recipe.tsv\n")
+    assert load_recipe(path).data.path == str(folder / "in_recipe.tsv")
+    assert load_recipe(path, ["data={path: here.tsv}"]).data.path == str(tmp_path / "here.tsv")
+    assert load_recipe(path, ["data.encoding=latin-1"]).data.path == str(folder / "in_recipe.tsv")
+
+
+def test_dumped_recipes_keep_the_schema_order(tmp_path):
+    recipe = load_recipe(write(tmp_path, "task: toy\n"), ["model.encoder.num_layers=2"])
+    text = dump_recipe(recipe)
+    assert text.startswith(
+        "task: toy\nname: x\ndescription: ''\nseed: 0\ndata:\n  train_size: 4000\n  validation_size: 400\n"
+        "  min_length: 3\n  max_length: 10\n  num_symbols: 10\nmodel:\n  embedding_dim: 64\n  encoder:\n"
+        "    cell_type: lstm\n    units: 128\n    num_layers: 2\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda tmp: tmp / "missing.yaml", "{path}: no such recipe file"),
+        (lambda tmp: tmp, "{path}: is a folder, expected a recipe file"),
+        (lambda tmp: (tmp / "l.yaml").write_bytes(b"task: toy\n# caf\xe9\n") and tmp / "l.yaml", "{path}: not UTF-8 text (byte 15)"),
+        (lambda tmp: (tmp / "f").write_text("") or tmp / "f" / "x.yaml", "{path}: cannot read: Not a directory"),
+    ],
+)
+def test_exact_messages_of_unreadable_recipe_files(tmp_path, make, expected):
+    path = make(tmp_path)
+    assert error_of(path) == expected.format(path=path)
+
+
+# A process in the plain C locale, where Python's default text encoding is ASCII.
+ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+
+
+def test_a_recipe_is_read_as_utf8_whatever_the_locale(tmp_path):
+    from conftest import run_python
+
+    path = tmp_path / "r.yaml"
+    path.write_bytes("task: toy\ndescription: café ☕\n".encode("utf-8"))
+    assert load_recipe(path).description == "café ☕"
+    code = f"from seqtasks.recipe import load_recipe; print(ascii(load_recipe({str(path)!r}).description))"
+    result = run_python(code, env=ASCII_LOCALE, timeout=60)
+    assert result.stdout == "'caf\\xe9 \\u2615'\n", result.stderr
+
+
+@pytest.mark.parametrize(
+    "hint, shown", [(dict, "<class 'dict'>"), (typing.Union[int, str], "typing.Union[int, str]")]
+)
+def test_an_unsupported_field_type_is_a_programming_error(tmp_path, hint, shown):
+    from seqtasks.recipe.loader import _build, _Sources
+
+    Odd = dataclasses.make_dataclass("Odd", [("table", hint, dataclasses.field(default=None))])
+    with pytest.raises(TypeError) as raised:
+        _build(Odd, {"table": 1}, "s.", _Sources(tmp_path / "r.yaml", {}, []))
+    assert str(raised.value) == f"unsupported recipe field type {shown} at s.table"
+
+
+@dataclasses.dataclass
+class _Shapes:
+    """Field types the schema may grow: optional lists and choices, a list of unstated items."""
+
+    sizes: typing.Optional[list[int]] = None
+    mode: typing.Optional[typing.Literal["a", "b"]] = None
+    names: typing.List = dataclasses.field(default_factory=list)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ({"sizes": [1, 2]}, _Shapes(sizes=[1, 2])),
+        ({"sizes": None, "mode": None}, _Shapes()),
+        ({"mode": "b"}, _Shapes(mode="b")),
+        ({"names": ["x"]}, _Shapes(names=["x"])),
+        ({"sizes": ["1"]}, "r.yaml: s.sizes: expected a list of integers; got a list"),
+        ({"mode": "c"}, "r.yaml: s.mode: expected one of a, b; got 'c'"),
+        ({"names": [1]}, "r.yaml: s.names: expected a list of strings; got a list"),
+    ],
+)
+def test_optional_lists_and_choices_and_bare_lists(tmp_path, raw, expected):
+    from seqtasks.recipe.loader import _build, _Sources
+
+    sources = _Sources(tmp_path / "r.yaml", {}, [])
+    if isinstance(expected, str):
+        with pytest.raises(RecipeError) as raised:
+            _build(_Shapes, raw, "s.", sources)
+        assert str(raised.value) == f"{tmp_path}/{expected}"
+    else:
+        assert _build(_Shapes, raw, "s.", sources) == expected
+
+
+def test_empty_sections_take_their_defaults(tmp_path):
+    from seqtasks.recipe.schema import EncoderConfig, ExportConfig
+
+    recipe = load_recipe(write(tmp_path, "task: toy\nexport:\nmodel:\n  encoder:\n  decoding:\n"))
+    assert recipe.export == ExportConfig() and recipe.model.encoder == EncoderConfig()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: an error inside a section given with --set names the flag's key only, not the field "
+    "(the module promises the dotted path of the field): '--set model.encoder: expected at least 1; got -1'",
+)
+def test_an_error_in_a_section_given_with_set_names_the_field(tmp_path):
+    message = error_of(write(tmp_path, "task: toy\n"), ["model.encoder={units: -1}"])
+    assert "model.encoder.units" in message
+
+
+def test_an_alias_of_the_whole_document_is_refused_before_its_values_are_counted(tmp_path, walk_guard, monkeypatch):
+    from seqtasks.recipe import loader
+
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 3)
+    path = write(tmp_path, "&doc\ntask: toy\nname: n\nx: *doc\n")
+    assert error_of(path) == f"{path}: a YAML alias refers to a value that contains it (line 1)"
+
+
+def test_alias_counts_of_lists_and_mappings(tmp_path, walk_guard, monkeypatch):
+    """Worked out by hand: `[a, b]` is 3 values, `{k: [a, b]}` 5; an alias repeats them all."""
+    from seqtasks.recipe import loader
+
+    text = "task: toy\nx: &m {k: &l [a, b]}\ny: [*l, *m]\n"  # 3 + 5 = 8 aliased values
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 8)
+    assert error_of(write(tmp_path, text)).endswith("x: unknown key; expected one of task, name, description, seed, "
+                                                     "data, model, training, evaluation, export, distribute (line 2)")
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 7)
+    path = write(tmp_path, text)
+    assert error_of(path) == f"{path}: YAML aliases expand to more than 7 values (line 3); write the values out instead"
+    # aliases inside an anchor count again each time it is repeated: y holds 1 + 3 + 5 = 9 values
+    text = "task: toy\nx: &m {k: &l [a, b]}\ny: &y [*l, *m]\nz: *y\n"  # 8 + 9 = 17
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 17)
+    assert "unknown key" in error_of(write(tmp_path, text))
+    monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 16)
+    path = write(tmp_path, text)
+    # the line is that of the value holding the alias: here the top level
+    assert error_of(path) == f"{path}: YAML aliases expand to more than 16 values (line 1); write the values out instead"
+
+
+def test_every_set_key_is_checked_not_only_the_first(tmp_path):
+    path = write(tmp_path, "task: toy\n")
+    expected = (
+        "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
+        "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, label_smoothing, "
+        "checkpoint_every_steps, keep_checkpoints, precision"
+    )
+    assert error_of(path, ["training.epochs=3", "training.zzz=1"]) == expected
+    # data of an unknown task is left for the task error, but the keys after it are still checked
+    assert error_of(write(tmp_path, "task: toyy\n"), ["data.x=1", "training.zzz=1"]) == expected

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from attention_reference import lstm_step
 from layer_test_utils import run_layer_test
 
 from seqtasks.layers import StackedRNN
@@ -199,3 +200,55 @@ def test_residual_stack_under_a_mixed_policy_of_its_own(policy):
     outputs, states = layer(INPUTS, mask=MASK, training=True)
     assert keras.backend.standardize_dtype(outputs.dtype) == layer.compute_dtype
     assert np.all(np.isfinite(np.array(keras.ops.cast(outputs, "float32"))))
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_bidirectional_final_states_are_forward_then_backward(cell_type, masked):
+    # With concatenated outputs, [:units] is the forward direction and [units:]
+    # the backward one: the forward final h is the forward output at the last
+    # real step, the backward final h is the backward output at step 0.
+    layer = StackedRNN(units=4, num_layers=2, cell_type=cell_type, bidirectional=True)
+    if masked:
+        outputs, states = layer(PADDED, mask=MASK)
+        lengths = np.array(LENGTHS)
+    else:
+        outputs, states = layer(INPUTS)
+        lengths = np.full(3, 6)
+    outputs = np.array(outputs)
+    top = [np.array(state) for state in states[-1]]
+    per_direction = len(top) // 2
+    assert per_direction == (2 if cell_type == "lstm" else 1)
+    forward_h, backward_h = top[0], top[per_direction]
+    np.testing.assert_allclose(forward_h, outputs[np.arange(3), lengths - 1, :4], atol=1e-6)
+    np.testing.assert_allclose(backward_h, outputs[:, 0, 4:], atol=1e-6)
+    # The two directions really differ, so a swapped order could not pass.
+    assert np.abs(forward_h - backward_h).max() > 1e-3
+
+
+def _numpy_lstm(sequence, cell):
+    """Runs a Keras LSTM cell's weights over `(time, features)` in NumPy; returns outputs, h, c."""
+    kernel, recurrent_kernel, bias = (np.array(w) for w in (cell.kernel, cell.recurrent_kernel, cell.bias))
+    h = c = np.zeros(cell.units)
+    outputs = []
+    for x in sequence:
+        h, c = lstm_step(x, h, c, kernel, recurrent_kernel, bias)
+        outputs.append(h)
+    return np.stack(outputs), h, c
+
+
+def test_bidirectional_lstm_states_match_a_numpy_reference():
+    # Each layer's states must be [h_fw, c_fw, h_bw, c_bw], the backward
+    # direction having read the real steps from last to first; the second
+    # layer reads [forward; backward] outputs of the first.
+    layer = StackedRNN(units=4, num_layers=2, bidirectional=True)
+    outputs, states = layer(PADDED, mask=MASK)
+    for row, length in enumerate(LENGTHS):
+        x = INPUTS[row, :length]
+        for index, wrapper in enumerate(layer.rnn_layers):
+            forward, forward_h, forward_c = _numpy_lstm(x, wrapper.forward_layer.cell)
+            backward, backward_h, backward_c = _numpy_lstm(x[::-1], wrapper.backward_layer.cell)
+            for state, expected in zip(states[index], [forward_h, forward_c, backward_h, backward_c]):
+                np.testing.assert_allclose(np.array(state)[row], expected, atol=1e-5)
+            x = np.concatenate([forward, backward[::-1]], -1)
+        np.testing.assert_allclose(np.array(outputs)[row, :length], x, atol=1e-5)

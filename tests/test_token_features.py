@@ -1,6 +1,6 @@
 import tensorflow as tf
 
-from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies, casing_ids
+from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies, casing_ids, normalize_words
 
 
 def test_casing_classes():
@@ -25,3 +25,32 @@ def test_features_pad_truncate_and_fall_back_to_unknown():
     assert features["casing"].numpy().tolist() == [[2, 1, 3], [1, 0, 0], [0, 0, 0]]
     empty = featurizer.features(tf.ragged.constant([[]], dtype=tf.string))
     assert empty["words"].shape == (1, 1) and empty["characters"].shape == (1, 1, 3)
+
+
+def test_words_are_lower_cased_beyond_ascii_and_digits_become_zero():
+    tokens = tf.constant(["ÉCOLE", "Ünï", "B2B", "١٩٩٦"])
+    assert [t.decode() for t in normalize_words(tokens, True).numpy()] == ["école", "ünï", "b0b", "0000"]
+    assert normalize_words(tokens, False).numpy().tolist() == tokens.numpy().tolist()
+    words, _ = build_vocabularies([["ÉCOLE", "école"]], True, min_word_count=2)
+    assert words == ["[PAD]", "[UNK]", "école"]
+    featurizer = TokenFeaturizer(["[PAD]", "[UNK]", "école"], ["[PAD]", "[UNK]", "É"], True, 2)
+    assert featurizer.features(tf.ragged.constant([["ÉCOLE", "École"]]))["words"].numpy().tolist() == [[2, 2]]
+
+
+def test_traced_features_keep_the_static_character_width():
+    featurizer = TokenFeaturizer(["[PAD]", "[UNK]", "eu"], ["[PAD]", "[UNK]", "E", "U"], True, 3)
+    spec = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1)
+    outputs = tf.function(featurizer.features).get_concrete_function(spec).structured_outputs
+    assert {name: value.shape.as_list() for name, value in outputs.items()} == {
+        "words": [None, None],
+        "characters": [None, None, 3],
+        "casing": [None, None],
+    }
+    assert {value.dtype for value in outputs.values()} == {tf.int32}
+
+
+def test_a_vocabulary_of_reserved_entries_only_maps_every_word_to_unknown():
+    words, characters = build_vocabularies([["Rare", "once"]], True, min_word_count=2)
+    assert words == ["[PAD]", "[UNK]"]
+    featurizer = TokenFeaturizer(words, characters, True, 2)
+    assert featurizer.features(tf.ragged.constant([["Rare", "new"]]))["words"].numpy().tolist() == [[1, 1]]

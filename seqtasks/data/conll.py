@@ -39,6 +39,8 @@ def read_conll(path, token_column=0, tag_column=-1, scheme="iob2", encoding="utf
                 end_sentence()
                 continue
             needed = max(token_column, tag_column) + 1 if tag_column >= 0 else max(token_column + 1, -tag_column)
+            if tag_column < 0 and len(columns) + tag_column == token_column:
+                needed = len(columns) + 1  # counted from the end, the tag column is the token's: no tag
             if len(columns) < needed:
                 raise SeqtasksError(
                     f"{path}:{number}: expected at least {needed} columns (token column {token_column}, "

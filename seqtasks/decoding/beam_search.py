@@ -39,6 +39,11 @@ def _row_top_k(rows, k, chunk=64):
     return values, indices, chunk_max[:, :1]
 
 
+def _float32(value):
+    # Scores stay float32 whatever the global floatx: -1e9 is -inf in float16.
+    return ops.convert_to_tensor(value, dtype="float32")
+
+
 def length_penalty(lengths, alpha):
     """GNMT length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016)."""
     return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
@@ -105,7 +110,7 @@ def beam_search(
         # still reach. An entry is done once its best hypothesis has ended and
         # no live one can pass it: stopping then changes no result.
         best = scores[:, 0] / length_penalty(lengths[:, 0], alpha)
-        reachable = ops.where(finished, -float("inf"), scores / length_penalty(max_length, alpha))
+        reachable = ops.where(finished, _float32(-float("inf")), scores / length_penalty(max_length, alpha))
         done = ops.logical_and(finished[:, 0], best >= ops.max(reachable, axis=1))
         return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
 
@@ -126,8 +131,9 @@ def beam_search(
         row_log_probs = ops.reshape(row_top - log_normalizer, (batch_size, width, per_row))
         row_tokens = ops.reshape(ops.cast(row_tokens, "int32"), (batch_size, width, per_row))
         # An ended hypothesis has one candidate: `end_id`, at no cost.
-        first = ops.arange(per_row) == 0
-        row_log_probs = ops.where(ops.expand_dims(finished, -1), ops.where(first, 0.0, _NEG), row_log_probs)
+        first = ops.arange(per_row, dtype="int32") == 0
+        ended = ops.where(first, _float32(0.0), _float32(_NEG))
+        row_log_probs = ops.where(ops.expand_dims(finished, -1), ended, row_log_probs)
         row_tokens = ops.where(ops.expand_dims(finished, -1), end_id, row_tokens)
         totals = ops.expand_dims(scores, -1) + row_log_probs
         new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
@@ -150,7 +156,8 @@ def beam_search(
         return step + 1, ids, written, state, finished, lengths, scores
 
     initial_scores = ops.tile(
-        ops.expand_dims(ops.where(ops.arange(width) == 0, 0.0, _NEG), 0), (batch_size, 1)
+        ops.expand_dims(ops.where(ops.arange(width, dtype="int32") == 0, _float32(0.0), _float32(_NEG)), 0),
+        (batch_size, 1),
     )
     loop_vars = (
         ops.convert_to_tensor(0, dtype="int32"),

@@ -325,7 +325,10 @@ class AttentionDecoder(keras.layers.Layer):
             inputs: `(batch, features)`, the embedded previous target token.
             state: the flat state from `get_initial_state` or the last step.
             memory_cache: the tuple from `prepare_memory`.
-            training: bool, whether dropout is active.
+            training: bool, whether dropout is active: as in `call`, between
+                the recurrent layers and on the attentional vector (the one
+                returned and, with input feeding, fed to the next step), with
+                masks drawn afresh at every step.
 
         Returns:
             `(output, state, weights)`: the attentional vector
@@ -333,7 +336,10 @@ class AttentionDecoder(keras.layers.Layer):
             weights `(batch, Ts)`.
         """
         self._require_built()
-        return self._step(inputs, state, memory_cache, None)
+        masks = self._dropout_masks(1, ops.shape(inputs)[0], training)
+        if masks is not None:
+            masks = tuple(mask[0] for mask in masks)
+        return self._step(inputs, state, memory_cache, masks)
 
     def _step(self, inputs, state, memory_cache, dropout_masks):
         memory, keys, memory_mask = memory_cache

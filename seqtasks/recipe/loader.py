@@ -7,6 +7,7 @@ file, or the `--set` flag) and the dotted path of the field.
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import typing
@@ -20,6 +21,12 @@ from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+# Values that YAML aliases (`*name`) may repeat in all, counted as nodes of the
+# text. A recipe needs a handful; a "billion laughs" bomb, aliases of aliases,
+# needs billions, which every walk of the document (building it, finding the
+# line of each key, printing an error) would pay for in time and memory.
+MAX_ALIASED_VALUES = 10_000
 
 
 class _SafeLoader(yaml.SafeLoader):
@@ -36,8 +43,68 @@ _SafeLoader.add_implicit_resolver(
 )
 
 
-def _yaml_load(text):
-    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
+def _yaml_load(text, where):
+    """`(value, root node)` of the YAML `text`; aliases are checked before anything is built.
+
+    `where` starts the error messages: the file, or the `--set` flag.
+    """
+    loader = _SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None, None
+        _check_aliases(root, where)
+        return loader.construct_document(root), root
+    finally:
+        loader.dispose()
+
+
+def _children(node):
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    return ()
+
+
+def _check_aliases(root, where):
+    """Refuses aliases that repeat more than MAX_ALIASED_VALUES nodes, or that contain themselves.
+
+    An alias is the very node its anchor names, so the walk meets it again:
+    each node is walked once, its size (nodes, aliases expanded) remembered,
+    and each later meeting adds that size to the count of aliased values.
+    """
+    sizes = {}  # id of a walked node: its size
+    open_ids = set()  # the nodes being walked, root to the current one
+    aliased = 0
+    stack = [[root, iter(_children(root)), 1]]
+    open_ids.add(id(root))
+    while stack:
+        frame = stack[-1]
+        child = next(frame[1], None)
+        if child is None:
+            stack.pop()
+            open_ids.discard(id(frame[0]))
+            sizes[id(frame[0])] = frame[2]
+            if stack:
+                stack[-1][2] += frame[2]
+            continue
+        key = id(child)
+        if key in open_ids:
+            raise RecipeError(
+                f"{where}: a YAML alias refers to a value that contains it (line {child.start_mark.line + 1})"
+            )
+        if key in sizes:
+            aliased += sizes[key]
+            frame[2] += sizes[key]
+            if aliased > MAX_ALIASED_VALUES:
+                raise RecipeError(
+                    f"{where}: YAML aliases expand to more than {MAX_ALIASED_VALUES} values "
+                    f"(line {frame[0].start_mark.line + 1}); write the values out instead"
+                )
+            continue
+        open_ids.add(key)
+        stack.append([child, iter(_children(child)), 1])
 
 
 class _Sources:
@@ -79,12 +146,14 @@ def load_recipe(path, overrides=()):
     path = Path(path)
     text = _read(path)
     try:
-        raw = _yaml_load(text)
+        raw, root = _yaml_load(text, path)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise RecipeError(f"{path}: invalid YAML: {problem}{line}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: invalid YAML: nested too deeply") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -95,7 +164,7 @@ def load_recipe(path, overrides=()):
     for key, value in parsed:
         _set_dotted(raw, key, value)
     _check_override_keys([key for key, _ in parsed], raw.get("task"))
-    sources = _Sources(path, _key_lines(text), [key for key, _ in parsed])
+    sources = _Sources(path, _key_lines(root), [key for key, _ in parsed])
     raw.setdefault("name", path.stem)
     return _build_recipe(raw, sources)
 
@@ -124,9 +193,11 @@ def _parse_override(item):
     if not sep or not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
         raise RecipeError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. training.epochs=3")
     try:
-        value = _yaml_load(text)
+        value, _ = _yaml_load(text, f"--set {key}")
     except yaml.YAMLError:
         value = text
+    except RecursionError:
+        raise RecipeError(f"--set {key}: nested too deeply") from None
     return key, value
 
 
@@ -147,7 +218,7 @@ def _set_dotted(raw, key, value):
 def _check_override_keys(keys, task):
     """Every `--set` key must name a field of the schema (of `task`, when known)."""
     types = {}
-    if task in TASKS:
+    if isinstance(task, str) and task in TASKS:
         types = {"data": TASKS[task].data_config, "model": TASKS[task].model_config}
     for key in keys:
         cls = Recipe
@@ -171,13 +242,13 @@ def _check_override_keys(keys, task):
             cls = hint_type
 
 
-def _key_lines(text):
-    """Maps every dotted key of the YAML text to its line number."""
+def _key_lines(root):
+    """Maps every dotted key of the YAML document at `root` to its line number.
+
+    Keys reached through aliases get the line of the anchored key; the
+    aliases were checked when the document was read, so the walk is short.
+    """
     lines = {}
-    try:
-        root = yaml.compose(text, Loader=_SafeLoader)
-    except yaml.YAMLError:
-        return lines
 
     def walk(node, prefix):
         if isinstance(node, yaml.MappingNode):
@@ -194,8 +265,8 @@ def _build_recipe(raw, sources):
     task = raw.get("task")
     if task is None:
         raise sources.error("task", f"missing; expected one of {', '.join(TASKS)}")
-    if task not in TASKS:
-        raise sources.error("task", f"expected one of {', '.join(TASKS)}; got {task!r}")
+    if not isinstance(task, str) or task not in TASKS:
+        raise sources.error("task", f"expected one of {', '.join(TASKS)}; got {_describe(task)}")
     spec_of_task = TASKS[task]
     types = {"data": spec_of_task.data_config, "model": spec_of_task.model_config}
     for name in types:
@@ -243,6 +314,7 @@ def _build(cls, raw, prefix, sources, types=None):
 
 
 def _convert(hint, value, dotted, metadata, sources):
+    raw_value = value
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Union and type(None) in args:
@@ -254,7 +326,7 @@ def _convert(hint, value, dotted, metadata, sources):
         return _build(hint, {} if value is None else value, dotted + ".", sources)
     if origin is typing.Literal:
         if value not in args:
-            raise sources.error(dotted, f"expected one of {', '.join(map(str, args))}; got {value!r}")
+            raise sources.error(dotted, f"expected one of {', '.join(map(str, args))}; got {_describe(value)}")
         return value
     if origin is list:
         item_type = args[0] if args else str
@@ -274,7 +346,12 @@ def _convert(hint, value, dotted, metadata, sources):
     elif hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise sources.error(dotted, f"expected a number; got {_describe(value)}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise sources.error(dotted, f"expected a finite number; got {_describe(raw_value)}")
     elif hint is str:
         if not isinstance(value, str):
             raise sources.error(dotted, f"expected a string; got {_describe(value)}")
@@ -293,6 +370,8 @@ def _convert(hint, value, dotted, metadata, sources):
 def _describe(value):
     if value is None:
         return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as YAML spells them
     if isinstance(value, (dict, list)):
         return f"a {'mapping' if isinstance(value, dict) else 'list'}"
     return f"{value!r}"

@@ -45,8 +45,11 @@ def build_vocabularies(sentences, lower_case, min_word_count):
 
 
 def _table(vocab):
-    keys = tf.constant(vocab[len(RESERVED) :])
+    keys = tf.constant(vocab[len(RESERVED) :], dtype=tf.string)
     values = tf.range(len(RESERVED), len(vocab), dtype=tf.int32)
+    if not vocab[len(RESERVED) :]:
+        # TensorFlow refuses an empty table; tokens are never empty, so "" changes no lookup.
+        keys, values = tf.constant([""]), tf.constant([UNK_ID], tf.int32)
     return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), default_value=UNK_ID)
 
 

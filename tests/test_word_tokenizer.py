@@ -1,0 +1,59 @@
+import numpy as np
+import tensorflow as tf
+
+from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.word_tokenizer import WordTokenizer
+
+
+def digits_tokenizer():
+    # As the toy task builds it: digit d has id len(RESERVED_TOKENS) + d = 4 + d.
+    return WordTokenizer([str(digit) for digit in range(10)])
+
+
+def test_vocabulary_is_the_reserved_tokens_then_the_words_in_order():
+    tokenizer = WordTokenizer(["b", "[UNK]", "a", "[END]", "c"])
+    assert tokenizer.vocab == ["[PAD]", "[UNK]", "[START]", "[END]", "b", "a", "c"]
+    assert tokenizer.vocab_size == 7
+    assert digits_tokenizer().vocab_size == len(RESERVED_TOKENS) + 10
+
+
+def test_tokenize_splits_on_whitespace_and_maps_unknown_words_to_unk():
+    ids = digits_tokenizer().tokenize(tf.constant(["3 1 4", "", "  9\tx 0 12 "]))
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert ids.to_list() == [[7, 5, 8], [], [13, UNK_ID, 4, UNK_ID]]
+
+
+def test_tokenize_of_one_string_gives_one_int32_row():
+    ids = WordTokenizer(["the", "cat"]).tokenize(tf.constant("the cat the dog"))
+    assert ids.dtype == tf.int32
+    assert ids.numpy().tolist() == [4, 5, 4, UNK_ID]
+
+
+def test_detokenize_joins_words_stopping_at_end_and_dropping_reserved_ids():
+    tokenizer = digits_tokenizer()
+    rows = np.array(
+        [
+            [START_ID, 7, 5, UNK_ID, 8, END_ID, 9, 9],
+            [6, PAD_ID, 13, PAD_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID],
+            [END_ID, 4, 4, 4, 4, 4, 4, 4],
+        ],
+        np.int32,
+    )
+    text = tokenizer.detokenize(rows)
+    assert text.shape == (3,)
+    assert text.numpy().tolist() == [b"3 1 4", b"2 9", b""]
+
+
+def test_detokenize_takes_ragged_rows_and_round_trips():
+    tokenizer = digits_tokenizer()
+    ids = tf.ragged.constant([[4], [5, 6, 7, END_ID]], dtype=tf.int32)
+    assert tokenizer.detokenize(ids).numpy().tolist() == [b"0", b"1 2 3"]
+    text = tf.constant(["8 6 7 5 3 0 9", "2"])
+    assert tokenizer.detokenize(tokenizer.tokenize(text)).numpy().tolist() == [b"8 6 7 5 3 0 9", b"2"]
+
+
+def test_the_vocabulary_is_saved_but_not_trained():
+    tokenizer = digits_tokenizer()
+    assert tokenizer.trainable_variables == ()
+    assert [v.dtype for v in tokenizer.variables] == [tf.string]
+    assert tokenizer.words.numpy().tolist()[4:] == [str(d).encode() for d in range(10)]
