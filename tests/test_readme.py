@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 from conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -11,6 +12,8 @@ def _section(title):
     return README.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
 
 
+# A fresh Python with TensorFlow takes ten seconds: the whole suite runs it, the fast tier does not.
+@pytest.mark.slow
 def test_layer_example_runs(fresh_python):
     (code,) = re.findall(r"```python\n(.*?)```", _section("Using the layers in your own Keras model"), re.S)
     result = fresh_python(code)

@@ -4,6 +4,7 @@ import json
 
 import keras
 import numpy as np
+import pytest
 
 from seqtasks.layers import AttentionDecoder, BahdanauAttention, LuongAttention, StackedRNN
 
@@ -29,6 +30,8 @@ def build_model():
     return keras.Model([source, target], [logits, weights])
 
 
+# A fresh Python with TensorFlow takes ten seconds: the whole suite runs it, the fast tier does not.
+@pytest.mark.slow
 def test_functional_model_reloads_in_a_fresh_process(tmp_path, fresh_python):
     model = build_model()
     expected = [np.asarray(x) for x in model.predict([SOURCE, TARGET], verbose=0)]

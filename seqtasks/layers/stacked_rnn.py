@@ -122,29 +122,24 @@ class StackedRNN(keras.layers.Layer):
         return per_direction * (2 if self.bidirectional else 1)
 
     def build(self, inputs_shape):
-        rnn_class = _RNN_CLASSES[self.cell_type]
+        # Both directions are built here rather than with keras.layers.Bidirectional: that
+        # wrapper rebuilds its layers through serialization, and inside load_model's object
+        # sharing scope a new layer at a freed layer's address is taken for that old layer.
         self.rnn_layers = []
+        self.backward_layers = []
         self.dropout_layers = []
         input_dim = inputs_shape[-1]
         for index in range(self.num_layers):
-            layer = rnn_class(
-                self.units,
-                return_sequences=True,
-                return_state=True,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                recurrent_initializer=clone_initializer(self.recurrent_initializer),
-                dtype=self.dtype_policy,
-                name=f"{self.cell_type}_{index}",
-            )
+            layer_shape = (inputs_shape[0], inputs_shape[1], input_dim)
             if self.bidirectional:
-                layer = keras.layers.Bidirectional(
-                    layer,
-                    merge_mode=self.merge_mode,
-                    dtype=self.dtype_policy,
-                    name=f"bidirectional_{index}",
+                self.rnn_layers.append(self._make_rnn(f"forward_{self.cell_type}_{index}", layer_shape))
+                self.backward_layers.append(
+                    self._make_rnn(
+                        f"backward_{self.cell_type}_{index}", layer_shape, go_backwards=True
+                    )
                 )
-            layer.build((inputs_shape[0], inputs_shape[1], input_dim))
-            self.rnn_layers.append(layer)
+            else:
+                self.rnn_layers.append(self._make_rnn(f"{self.cell_type}_{index}", layer_shape))
             if index < self.num_layers - 1:
                 self.dropout_layers.append(
                     keras.layers.Dropout(
@@ -154,14 +149,48 @@ class StackedRNN(keras.layers.Layer):
             input_dim = self.output_dim
         self.built = True
 
+    def _make_rnn(self, name, inputs_shape, go_backwards=False):
+        layer = _RNN_CLASSES[self.cell_type](
+            self.units,
+            return_sequences=True,
+            return_state=True,
+            go_backwards=go_backwards,
+            zero_output_for_mask=True,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            recurrent_initializer=clone_initializer(self.recurrent_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build(inputs_shape)
+        return layer
+
+    def _run_layer(self, index, inputs, mask, training):
+        outputs, *states = self.rnn_layers[index](inputs, mask=mask, training=training)
+        if not self.bidirectional:
+            return outputs, states
+        backward, *backward_states = self.backward_layers[index](
+            inputs, mask=mask, training=training
+        )
+        # The backward layer emits its outputs last step first.
+        backward = ops.flip(backward, axis=1)
+        if self.merge_mode == "concat":
+            outputs = ops.concatenate([outputs, backward], axis=-1)
+        elif self.merge_mode == "sum":
+            outputs = outputs + backward
+        elif self.merge_mode == "ave":
+            outputs = (outputs + backward) / 2
+        else:
+            outputs = outputs * backward
+        return outputs, states + backward_states
+
     def call(self, inputs, mask=None, training=None):
         states = []
         x = inputs
-        for index, layer in enumerate(self.rnn_layers):
-            outputs, *layer_states = layer(x, mask=mask, training=training)
+        for index in range(self.num_layers):
+            outputs, layer_states = self._run_layer(index, x, mask, training)
             if self.residual and x.shape[-1] == outputs.shape[-1]:
                 outputs = outputs + x
-            states.append(list(layer_states))
+            states.append(layer_states)
             if index < self.num_layers - 1:
                 outputs = self.dropout_layers[index](outputs, training=training)
             x = outputs
