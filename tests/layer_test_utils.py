@@ -53,6 +53,12 @@ def _flatten(tree, is_leaf=_is_tensor):
     return leaves
 
 
+def _comparable(value):
+    if hasattr(value, "get_config") and not isinstance(value, type):
+        return type(value).__name__, value.get_config()
+    return value
+
+
 def _dtype(tensor):
     return keras.backend.standardize_dtype(tensor.dtype)
 
@@ -105,6 +111,7 @@ def run_layer_test(
     expected_num_non_trainable_weights,
     expected_num_params=None,
     expected_output_dtypes=None,
+    expected_weight_paths=None,
 ):
     """Checks a layer's contract and returns its eager outputs (float32 policy).
 
@@ -121,7 +128,12 @@ def run_layer_test(
     - one `fit` step runs, gives a finite loss and changes the weights;
     - under each of `MIXED_POLICIES` (passed as `dtype=`), an eager and a
       symbolic call give the same shapes, finite values, the expected dtypes,
-      the same weight counts and weights in float32.
+      the same weight counts and weights in float32, and every sublayer
+      has the layer's policy;
+    - `from_config(get_config())` has the same value of every attribute the
+      config names (initializers compared by their configs);
+    - when `expected_weight_paths` is given, the weights' paths below the
+      layer's own name, in order.
 
     `call_inputs` maps call argument names to NumPy arrays (or nested lists of
     them); `call_kwargs` holds the non-tensor call arguments.
@@ -152,11 +164,21 @@ def run_layer_test(
         if isinstance(attribute, (int, float, bool, str, type(None))):
             assert attribute == value, f"{name}: {attribute!r} != {value!r}"
     config = layer.get_config()
-    assert layer_cls.from_config(config).get_config() == config
+    clone = layer_cls.from_config(config)
+    assert clone.get_config() == config
+    for name in config:
+        if hasattr(layer, name) and name != "dtype":
+            assert _comparable(getattr(clone, name)) == _comparable(getattr(layer, name)), (
+                f"{name} differs after get_config -> from_config"
+            )
 
     eager = layer(**call_inputs, **call_kwargs)
     eager_flat = _as_numpy_list(eager)
     _check_weights(layer, expected_weights)
+    if expected_weight_paths is not None:
+        # Saved models and checkpoints find weights by these paths.
+        paths = [w.path.split("/", 1)[1] for w in layer.weights]
+        assert paths == list(expected_weight_paths), paths
 
     symbolic_inputs = _symbolic_inputs(call_inputs)
     symbolic = layer(**symbolic_inputs, **call_kwargs)
@@ -190,6 +212,8 @@ def run_layer_test(
         mixed = layer_cls(**init_kwargs, dtype=policy)
         mixed_eager = mixed(**call_inputs, **call_kwargs)
         _check_weights(mixed, expected_weights)
+        for sublayer in mixed._flatten_layers(include_self=False):
+            assert sublayer.dtype_policy.name == policy, f"{sublayer.name} has {sublayer.dtype_policy.name}"
         mixed_symbolic = mixed(**_symbolic_inputs(call_inputs), **call_kwargs)
         _check_outputs(mixed_eager, mixed_symbolic, expected_output_shapes, dtypes_for(policy), policy)
     return eager

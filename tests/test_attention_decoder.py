@@ -397,6 +397,8 @@ def test_step_applies_dropout_to_the_attentional_vector_when_training():
     inference, inference_state = _one_step(decoder, 3, training=False)
     np.testing.assert_array_equal(inference, _one_step(decoder, 3, training=False)[0])
     np.testing.assert_array_equal(inference, _one_step(decoder, 3, training=None)[0])
+    default, _, _ = decoder.step(TARGET[:, 0], decoder.get_initial_state(3), decoder.prepare_memory(MEMORY))
+    np.testing.assert_array_equal(inference, np.array(default))  # inference unless told otherwise
     training, training_state = _one_step(decoder, 3, training=True)
     # One layer: the only dropout site is h̃, so each entry is dropped or scaled by 1 / (1 - rate).
     dropped = training == 0.0
@@ -433,3 +435,86 @@ def test_step_dropout_between_layers_when_training(input_feeding):
     # The first layer reads no dropout; the second reads the dropped-out first layer.
     np.testing.assert_allclose(training_state[0], inference_state[0], atol=1e-6)
     assert np.abs(training_state[2] - inference_state[2]).max() > 1e-3
+
+
+@pytest.mark.parametrize("cell_type, per_layer", [("lstm", 2), ("gru", 1)])
+def test_unflatten_state_splits_layer_by_layer_then_h_before_c(cell_type, per_layer):
+    decoder = AttentionDecoder(units=2, num_layers=3, cell_type=cell_type)
+    assert decoder.flat_state_size == 2 * per_layer * 3
+    vector = np.arange(2 * decoder.flat_state_size, dtype="float32").reshape(2, -1)
+    states = decoder.unflatten_state(vector)
+    assert [len(layer) for layer in states] == [per_layer] * 3
+    for layer_index, layer in enumerate(states):
+        for state_index, state in enumerate(layer):
+            start = 2 * (layer_index * per_layer + state_index)
+            np.testing.assert_array_equal(np.array(state), vector[:, start : start + 2])
+
+
+def _sequence_outputs(decoder, training):
+    return np.array(decoder(TARGET, MEMORY, training=training))
+
+
+def test_without_input_feeding_dropout_falls_on_the_attentional_vectors_only_when_training():
+    rate = 0.5
+    decoder = AttentionDecoder(units=8, dropout=rate, seed=5, input_feeding=False)
+    inference = _sequence_outputs(decoder, False)
+    np.testing.assert_array_equal(_sequence_outputs(decoder, None), inference)
+    training = _sequence_outputs(decoder, True)
+    # One layer: its inputs are not dropped, so each h̃ entry is dropped or scaled by 1 / (1 - rate).
+    dropped = training == 0.0
+    assert 0.3 < dropped.mean() < 0.7
+    np.testing.assert_allclose(training[~dropped], inference[~dropped] / (1.0 - rate), rtol=1e-5)
+
+
+def test_without_input_feeding_dropout_between_layers_when_training():
+    rate = 0.5
+    decoder = AttentionDecoder(units=8, num_layers=2, dropout=rate, seed=6, input_feeding=False)
+    inference = _sequence_outputs(decoder, False)
+    training = _sequence_outputs(decoder, True)
+    kept = training != 0.0
+    # The second layer read a dropped-out first layer, so kept entries are not just rescaled.
+    assert np.abs(training[kept] - inference[kept] / (1.0 - rate)).max() > 1e-3
+
+
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_seeded_dropout_is_reproducible(input_feeding):
+    outputs = []
+    for _ in range(2):
+        decoder = AttentionDecoder(units=8, num_layers=2, dropout=0.5, seed=7, input_feeding=input_feeding)
+        decoder(TARGET, MEMORY)
+        if outputs:
+            decoder.set_weights(weights)
+        weights = decoder.get_weights()
+        outputs.append(_sequence_outputs(decoder, True))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+_LSTM = ["lstm_cell/kernel", "lstm_cell/recurrent_kernel", "lstm_cell/bias"]
+
+
+@pytest.mark.parametrize(
+    "config, paths",
+    [
+        (
+            CONFIGS[2],
+            [f"lstm_{i}/{w}" for i in range(2) for w in _LSTM]
+            + ["attention/attention_v", "attention/query_dense/kernel", "attention/key_dense/kernel"]
+            + ["attentional_dense/kernel"],
+        ),
+        (
+            CONFIGS[5],
+            [f"lstm_0/{w}" for w in _LSTM]
+            + ["attention/attention_v", "attention/query_dense/kernel", "attention/key_dense/kernel"]
+            + ["context_gate/kernel", "context_gate/bias", "attentional_dense/kernel"],
+        ),
+        (
+            CONFIGS[8],
+            [f"lstm_{i}/{w}" for i in range(2) for w in _LSTM]
+            + ["attention/key_dense/kernel", "attentional_dense/kernel", "attentional_norm/gamma", "attentional_norm/beta"],
+        ),
+    ],
+)
+def test_weights_are_named_for_checkpoints(config, paths):
+    decoder = AttentionDecoder(**config)
+    decoder(TARGET, MEMORY)
+    assert [w.path.split("/", 1)[1] for w in decoder.weights] == paths

@@ -20,7 +20,17 @@ def test_layer_contract(tmp_path):
         expected_num_trainable_weights=4,
         expected_num_non_trainable_weights=0,
         expected_num_params=4 + 4 * 4 + 6 * 4 + 4,
+        expected_weight_paths=["query", "attention/attention_v", "attention/query_dense/kernel", "attention/key_dense/kernel"],
     )
+
+
+def test_the_initializer_reaches_the_query_and_the_attention():
+    pooling = AttentionPooling(3, kernel_initializer="ones")
+    pooling(np.zeros((1, 2, 4), "float32"))
+    for weight in [pooling.query, pooling.attention.query_dense.kernel, pooling.attention.key_dense.kernel]:
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(weight), 1.0)
+    clone = AttentionPooling.from_config(pooling.get_config())
+    assert isinstance(clone.kernel_initializer, keras.initializers.Ones)
 
 
 def test_weights_sum_to_one_are_zero_on_padding_and_average_the_states():

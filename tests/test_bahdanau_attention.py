@@ -93,6 +93,7 @@ def test_layer_contract(single_step, tmp_path):
         expected_num_trainable_weights=5,
         expected_num_non_trainable_weights=0,
         expected_num_params=4 * 8 + 6 * 8 + 8 + 1 + 8,
+        expected_weight_paths=["attention_v", "attention_g", "attention_b", "query_dense/kernel", "key_dense/kernel"],
     )
 
 
@@ -165,3 +166,20 @@ def test_unnormalized_score_has_no_g_or_b():
     layer(QUERY, VALUE)
     assert not hasattr(layer, "attention_g") and not hasattr(layer, "attention_b")
     assert [w.name for w in layer.weights].count("attention_v") == 1
+
+
+def test_a_known_batch_size_is_kept_when_traced():
+    context, weights = BahdanauAttention(4)(keras.Input((5,), batch_size=3), keras.Input((7, 6), batch_size=3))
+    assert (tuple(context.shape), tuple(weights.shape)) == ((3, 6), (3, 7))
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_a_query_mask_keeps_the_compute_dtype(policy):
+    rng = np.random.default_rng(4)
+    query = rng.normal(size=(2, 3, 4)).astype("float32")
+    value = rng.normal(size=(2, 5, 6)).astype("float32")
+    query_mask = np.array([[True, True, False], [True, False, False]])
+    context, weights = BahdanauAttention(4, dtype=policy)(query, value, query_mask=query_mask)
+    assert keras.backend.standardize_dtype(context.dtype) == keras.DTypePolicy(policy).compute_dtype
+    context = keras.ops.convert_to_numpy(keras.ops.cast(context, "float32"))
+    assert (context[0, 2] == 0).all() and (context[1, 1:] == 0).all() and (context[0, :2] != 0).any()

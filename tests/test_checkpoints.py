@@ -28,6 +28,34 @@ def test_checkpoints_every_n_steps_keep_the_newest_and_record_the_state(tmp_path
     assert len(state["history"]["loss"]) == 2 and state["best"] == min(state["history"]["val_loss"])
 
 
+def test_every_state_written_is_strict_json_with_the_early_stopping_best_so_far(tmp_path, monkeypatch):
+    import seqtasks.checkpoints
+
+    written = []
+    write = seqtasks.checkpoints.write_json_atomic
+
+    def record(path, state):
+        written.append(json.loads(json.dumps(state, allow_nan=False)))
+        write(path, state)
+
+    monkeypatch.setattr(seqtasks.checkpoints, "write_json_atomic", record)
+    config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=2, early_stopping_patience=3)
+    history = fit(_model(), _data(3), _data(2), config, tmp_path)
+    # Steps 2, 3 (epoch end), 4, 6 (before and after the epoch's end), then the end of training.
+    # Before the first epoch ends there is no best yet.
+    first, second = history.history["val_loss"]
+    assert second < first
+    assert [(state["steps"], state["early_stopping"]["best"], state["done"]) for state in written] == [
+        (2, None, False),
+        (3, first, False),
+        (4, first, False),
+        (6, first, False),
+        (6, second, False),
+        (6, second, True),
+    ]
+    assert all(isinstance(state["early_stopping"]["best"], (float, type(None))) for state in written)
+
+
 def test_a_finished_training_state_is_not_trained_again(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=2)
     first = fit(_model(), _data(5), _data(2), config, tmp_path)

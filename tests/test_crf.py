@@ -63,7 +63,15 @@ def test_layer_contract(tmp_path):
         expected_num_trainable_weights=3,
         expected_num_non_trainable_weights=0,
         expected_num_params=4 * 4 + 4 + 4,
+        expected_weight_paths=["transitions", "start_transitions", "end_transitions"],
     )
+
+
+def test_the_initializer_reaches_every_transition_score():
+    crf = CRF(3, transitions_initializer="ones")
+    crf.build((None, None, 3))
+    for weight in crf.weights:
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(weight), 1.0)
 
 
 def test_log_likelihood_matches_brute_force_over_all_paths(example):
@@ -139,3 +147,41 @@ def test_rejects_bad_arguments():
         CRF(True)
     with pytest.raises(ValueError, match=r"Expected potentials of shape \(batch, time, 3\)"):
         CRF(3)(np.zeros((1, 2, 4), "float32"))
+    with pytest.raises(ValueError, match=r"Expected potentials of shape \(batch, time, 3\)"):
+        CRF(3)(keras.Input((None, 4)))
+
+
+def test_the_tags_carry_the_mask_of_the_potentials():
+    tokens = keras.Input((None,), dtype="int32")
+    tags, scores = CRF(3)(keras.layers.Embedding(10, 3, mask_zero=True)(tokens))
+    assert tags._keras_mask is not None and getattr(scores, "_keras_mask", None) is None
+    unmasked_tags, _ = CRF(3)(keras.Input((None, 3)))
+    assert getattr(unmasked_tags, "_keras_mask", None) is None
+
+
+def test_scores_stay_float32_when_traced_under_a_float16_floatx():
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float16")
+    try:
+        tags, scores = CRF(4)(keras.Input((None, 4)))
+    finally:
+        keras.config.set_floatx(previous)
+    assert (tags.dtype, scores.dtype) == ("int32", "float32")
+
+
+def test_decodes_float32_potentials_exactly_under_a_float16_floatx(example):
+    _, potentials, mask, lengths = example
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float16")
+    try:
+        crf = _crf_with_random_weights(3, seed=1)  # float16 weights
+        tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials, mask=mask))
+        log_likelihood = keras.ops.convert_to_numpy(crf.log_likelihood(potentials, tags, mask=mask))
+    finally:
+        keras.config.set_floatx(previous)
+    assert (tags.dtype, score.dtype, log_likelihood.dtype) == (np.int32, np.float32, np.float32)
+    for row in range(3):
+        log_z, best_path, best_score = _brute_force(crf, potentials[row], lengths[row])
+        assert tuple(tags[row, : lengths[row]]) == best_path
+        np.testing.assert_allclose(score[row], best_score, rtol=1e-6)
+        np.testing.assert_allclose(log_likelihood[row], best_score - log_z, rtol=1e-5, atol=1e-6)

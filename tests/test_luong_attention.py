@@ -73,14 +73,15 @@ def test_padding_gets_exactly_zero_weight(score):
 
 # Queries and keys of size 6; every score has the scale g ().
 @pytest.mark.parametrize(
-    "score, num_weights, num_params",
+    "score, num_weights, num_params, paths",
     [
-        ("dot", 1, 1),
-        ("general", 2, 6 * 6 + 1),  # W (6, 6)
-        ("concat", 4, 6 * 4 + 6 * 4 + 4 + 1),  # W_q (6, 4), W_k (6, 4), v (4,)
+        ("dot", 1, 1, ["attention_g"]),
+        ("general", 2, 6 * 6 + 1, ["attention_g", "key_dense/kernel"]),  # W (6, 6)
+        # W_q (6, 4), W_k (6, 4), v (4,)
+        ("concat", 4, 6 * 4 + 6 * 4 + 4 + 1, ["attention_v", "attention_g", "query_dense/kernel", "key_dense/kernel"]),
     ],
 )
-def test_layer_contract(score, num_weights, num_params, tmp_path):
+def test_layer_contract(score, num_weights, num_params, paths, tmp_path):
     run_layer_test(
         LuongAttention,
         {"score": score, "units": 4 if score == "concat" else None, "scale": True},
@@ -90,6 +91,7 @@ def test_layer_contract(score, num_weights, num_params, tmp_path):
         expected_num_trainable_weights=num_weights,
         expected_num_non_trainable_weights=0,
         expected_num_params=num_params,
+        expected_weight_paths=paths,
     )
 
 

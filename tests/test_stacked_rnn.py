@@ -272,3 +272,13 @@ def test_building_serializes_no_layer(monkeypatch):
     assert recorded == []
     directions = [rnn.go_backwards for rnn in layer.rnn_layers + layer.backward_layers]
     assert directions == [False] * 3 + [True] * 3
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_weights_are_named_for_checkpoints(bidirectional):
+    layer = StackedRNN(units=4, num_layers=2, cell_type="gru", bidirectional=bidirectional)
+    layer(INPUTS)
+    cell = ["gru_cell/kernel", "gru_cell/recurrent_kernel", "gru_cell/bias"]
+    directions = ["forward_", "backward_"] if bidirectional else [""]
+    expected = [f"{direction}gru_{index}/{w}" for index in range(2) for direction in directions for w in cell]
+    assert [w.path.split("/", 1)[1] for w in layer.weights] == expected

@@ -2,7 +2,9 @@ import dataclasses
 
 import keras
 import numpy as np
+import pytest
 
+from seqtasks.checkpoints import read_state, restore
 from seqtasks.recipe.schema import TrainingConfig
 from seqtasks.training import fit, make_optimizer
 
@@ -37,7 +39,9 @@ def test_without_a_budget_every_epoch_runs_and_batches_are_counted(tmp_path):
     assert history.batches_seen == 15
 
 
-def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(tmp_path):
+@pytest.mark.parametrize("name", ["accuracy", "hits"])
+def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(name, tmp_path):
+    # "hits" has no "acc" in its name, so Keras could not guess that higher is better.
     import tensorflow as tf
 
     rng = np.random.default_rng(1)
@@ -50,10 +54,25 @@ def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(tmp_path):
     model.compile(
         optimizer=keras.optimizers.SGD(0.02),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name=name)],
     )
-    config = dataclasses.replace(TrainingConfig(), epochs=8, monitor="val_accuracy")
+    config = dataclasses.replace(TrainingConfig(), epochs=8, monitor=f"val_{name}", early_stopping_patience=8)
     history = fit(model, train, validation, config, tmp_path)
-    restored = model.evaluate(validation, verbose=0, return_dict=True)["accuracy"]
-    assert len(set(history.history["val_accuracy"])) > 1  # a wrong choice would show
-    assert restored == max(history.history["val_accuracy"])
+    restored = model.evaluate(validation, verbose=0, return_dict=True)[name]
+    values = history.history[f"val_{name}"]
+    assert len(set(values)) > 1 and values[0] != max(values)  # a wrong choice would show
+    assert restored == max(values)
+    # Early stopping counts from the most accurate epoch too.
+    assert read_state(tmp_path / "checkpoints")["early_stopping"]["best"] == max(values)
+
+
+def test_time_trained_before_resuming_counts_against_the_budget(tmp_path):
+    config = dataclasses.replace(TrainingConfig(), epochs=1)
+    fit(_model(), _data(5), _data(2), config, tmp_path)
+    state = read_state(tmp_path / "checkpoints")
+    # Ten minutes allowed, half a second more already trained: the resumed run stops after one batch.
+    state.update(done=False, train_seconds=600.5)
+    model = _model()
+    restore(model, tmp_path / "checkpoints")
+    history = fit(model, _data(5), _data(2), dataclasses.replace(config, epochs=3, max_minutes=10), tmp_path, state)
+    assert history.batches_seen == 5 + 1

@@ -27,6 +27,9 @@ def load_backbone(path):
         model = keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as error:  # Keras raises many types for a file that is not a model
         raise SeqtasksError(f"{path}: cannot load a Keras model: {error}") from None
+    inputs = tuple(model.input_shape[1:])
+    if len(inputs) != 3 or inputs[2] != 3 or not isinstance(inputs[0], int) or inputs[0] != inputs[1]:
+        raise SeqtasksError(f"{path}: expected a model of square RGB images (size, size, 3); its input is {inputs}")
     shape = model.compute_output_shape((None,) + tuple(model.input_shape[1:]))
     if len(shape) != 4:
         raise SeqtasksError(f"{path}: expected an output feature map (batch, H, W, C); got {shape}")
@@ -171,6 +174,10 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
         log(f"Image features: {len(image_paths)} from the cache {cache}")
         return np.load(cache)
     paths = [str(path) for path in image_paths]
+    if not paths:
+        # tf.data cannot read an empty list of paths (nor TensorFlow convolve an empty batch):
+        # the grid of one blank image gives the shape.
+        return np.asarray(backbone(np.zeros((1, backbone.size, backbone.size, 3), "float32")), np.float16)[:0]
     for path in paths:
         if not Path(path).is_file():
             raise SeqtasksError(f"{path}: no such image file")
@@ -195,7 +202,7 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
             done += len(images)
             bar.update(len(images))
     log(f"Image features: {done} computed, cached in {cache}")
-    features = np.concatenate(batches) if batches else np.zeros((0, 0, 0), np.float16)
+    features = np.concatenate(batches)
     cache.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=cache.parent, suffix=".npy.tmp")
     try:
