@@ -478,14 +478,13 @@ def test_without_input_feeding_dropout_between_layers_when_training():
 
 @pytest.mark.parametrize("input_feeding", [True, False])
 def test_seeded_dropout_is_reproducible(input_feeding):
-    outputs = []
-    for _ in range(2):
-        decoder = AttentionDecoder(units=8, num_layers=2, dropout=0.5, seed=7, input_feeding=input_feeding)
+    decoders = [
+        AttentionDecoder(units=8, num_layers=2, dropout=0.5, seed=7, input_feeding=input_feeding) for _ in range(2)
+    ]
+    for decoder in decoders:
         decoder(TARGET, MEMORY)
-        if outputs:
-            decoder.set_weights(weights)
-        weights = decoder.get_weights()
-        outputs.append(_sequence_outputs(decoder, True))
+    decoders[1].set_weights(decoders[0].get_weights())
+    outputs = [_sequence_outputs(decoder, True) for decoder in decoders]
     np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
