@@ -65,6 +65,7 @@ def test_a_finished_training_state_is_not_trained_again(tmp_path):
     state = restore(model, tmp_path / "checkpoints")
     again = fit(model, _data(5), _data(2), config, tmp_path, state)
     assert again.history == first.history and again.batches_seen == 10
+    assert again.train_seconds == state["train_seconds"]
     assert int(model.optimizer.iterations.numpy()) == state["optimizer_iterations"]
 
 
@@ -168,3 +169,33 @@ def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_neve
     assert (final["epoch"], final["batches_done"], final["steps"], final["done"]) == (3, 0, 18, True)
     assert final["checkpoints"] == ["step-00000012.weights.h5", "step-00000016.weights.h5", "step-00000018.weights.h5"]
     assert sorted(p.name for p in folder.glob("step-*")) == final["checkpoints"]
+
+
+def test_early_stopping_at_the_end_of_a_resumed_epoch_ends_the_run(tmp_path, monkeypatch):
+    from seqtasks.checkpoints import TrainingCheckpoints, restore
+
+    config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=4)
+    save_after_batch = TrainingCheckpoints.on_train_batch_end
+
+    def stop_at_step_9(self, batch, logs=None):
+        save_after_batch(self, batch, logs)
+        if self.steps == 9:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TrainingCheckpoints, "on_train_batch_end", stop_at_step_9)
+        with pytest.raises(KeyboardInterrupt):
+            fit(_model(), _ordered_data(), _data(1), config, tmp_path)
+    folder = tmp_path / "checkpoints"
+    state = read_state(folder)
+    assert (state["epoch"], state["batches_done"]) == (1, 2)
+    # One epoch already without a better value than -1: the end of this one makes two.
+    state["early_stopping"] = {"wait": 1, "best": -1.0}
+    (folder / "state.json").write_text(json.dumps(state))
+    model = _model()
+    resumed = fit(
+        model, _ordered_data(), _data(1), dataclasses.replace(config, early_stopping_patience=2), tmp_path,
+        restore(model, folder),
+    )
+    assert resumed.batches_seen == 12 and len(resumed.history["loss"]) == 2
+    assert read_state(folder)["done"]

@@ -37,6 +37,61 @@ def test_without_a_budget_every_epoch_runs_and_batches_are_counted(tmp_path):
     history = fit(_model(), _data(5), _data(2), config, tmp_path)
     assert len(history.history["loss"]) == 3
     assert history.batches_seen == 15
+    assert 0 < history.first_step_seconds < history.train_seconds
+
+
+def test_the_best_epoch_is_kept_when_training_gets_worse(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(1.2), loss="mse")  # too large a step: it diverges
+    history = fit(model, _data(5), _data(2), dataclasses.replace(TrainingConfig(), epochs=4), tmp_path)
+    losses = history.history["val_loss"]
+    assert np.argmin(losses) < len(losses) - 1
+    np.testing.assert_allclose(model.evaluate(_data(2), verbose=0), min(losses), rtol=1e-5)
+
+
+def test_early_stopping_waits_its_patience_then_stops(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")  # nothing ever improves after epoch 1
+    config = dataclasses.replace(TrainingConfig(), epochs=10, early_stopping_patience=2)
+    history = fit(model, _data(2), _data(2), config, tmp_path)
+    assert len(history.history["loss"]) == 3
+
+
+def test_training_prints_a_line_per_epoch_in_logs_and_a_bar_in_a_terminal(tmp_path, capsys, monkeypatch):
+    import sys
+
+    config = dataclasses.replace(TrainingConfig(), epochs=2)
+    fit(_model(), _data(3), _data(2), config, tmp_path / "logged")
+    logged = capsys.readouterr().out
+    assert logged.count("3/3 - ") == 2 and "━" not in logged
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    fit(_model(), _data(3), _data(2), config, tmp_path / "terminal")
+    assert "━" in capsys.readouterr().out
+
+
+def test_only_the_warning_of_data_of_unknown_length_is_silenced(tmp_path):
+    import warnings
+
+    import tensorflow as tf
+
+    class Warns(keras.layers.Layer):
+        def call(self, x):
+            warnings.warn("a warning of the model's own")
+            return x
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), Warns(), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    unknown_length = _data(3).filter(lambda x, y: True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(model, unknown_length, _data(2), dataclasses.replace(TrainingConfig(), epochs=2), tmp_path)
+    messages = [str(warning.message) for warning in caught]
+    assert "a warning of the model's own" in messages
+    assert not [message for message in messages if "ran out of data" in message]
+    assert tf.data.experimental.cardinality(unknown_length) == tf.data.experimental.UNKNOWN_CARDINALITY
 
 
 @pytest.mark.parametrize("name", ["accuracy", "hits"])
@@ -60,7 +115,7 @@ def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(name, tmp_path):
     history = fit(model, train, validation, config, tmp_path)
     restored = model.evaluate(validation, verbose=0, return_dict=True)[name]
     values = history.history[f"val_{name}"]
-    assert len(set(values)) > 1 and values[0] != max(values)  # a wrong choice would show
+    assert len(values) == 8 and len(set(values)) > 1 and values[0] != max(values)  # a wrong choice would show
     assert restored == max(values)
     # Early stopping counts from the most accurate epoch too.
     assert read_state(tmp_path / "checkpoints")["early_stopping"]["best"] == max(values)
