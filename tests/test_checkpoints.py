@@ -26,6 +26,22 @@ def test_checkpoints_every_n_steps_keep_the_newest_and_record_the_state(tmp_path
     assert state["done"] and (state["epoch"], state["batches_done"], state["steps"]) == (2, 0, 10)
     assert state["checkpoint"] == "step-00000010.weights.h5"
     assert len(state["history"]["loss"]) == 2 and state["best"] == min(state["history"]["val_loss"])
+    assert state["early_stopping"] is None
+
+
+def test_keeping_one_checkpoint_keeps_the_newest_only(tmp_path):
+    config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=3, keep_checkpoints=1)
+    fit(_model(), _data(5), _data(2), config, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-00000010.weights.h5"]
+    assert read_state(tmp_path / "checkpoints")["checkpoints"] == ["step-00000010.weights.h5"]
+
+
+def test_no_training_time_before_training_begins(tmp_path):
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
+    callback = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position())
+    assert callback.train_seconds == 0.0 and callback.first_step_seconds is None
 
 
 def test_every_state_written_is_strict_json_with_the_early_stopping_best_so_far(tmp_path, monkeypatch):
@@ -171,10 +187,13 @@ def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_neve
     assert sorted(p.name for p in folder.glob("step-*")) == final["checkpoints"]
 
 
-def test_early_stopping_at_the_end_of_a_resumed_epoch_ends_the_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("wait, epochs, steps", [(1, 3, 12), (0, 4, 18)])
+def test_early_stopping_counts_across_the_end_of_a_resumed_epoch(tmp_path, monkeypatch, wait, epochs, steps):
+    # Resumed in epoch 2 of `epochs` (6 batches each) with patience 2 and a best of -1 that no epoch beats:
+    # waiting one epoch already, the end of epoch 2 stops the run; waiting none, the end of epoch 3 does.
     from seqtasks.checkpoints import TrainingCheckpoints, restore
 
-    config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=4)
+    config = dataclasses.replace(TrainingConfig(), epochs=epochs, checkpoint_every_steps=4, keep_checkpoints=3)
     save_after_batch = TrainingCheckpoints.on_train_batch_end
 
     def stop_at_step_9(self, batch, logs=None):
@@ -188,14 +207,19 @@ def test_early_stopping_at_the_end_of_a_resumed_epoch_ends_the_run(tmp_path, mon
             fit(_model(), _ordered_data(), _data(1), config, tmp_path)
     folder = tmp_path / "checkpoints"
     state = read_state(folder)
-    assert (state["epoch"], state["batches_done"]) == (1, 2)
-    # One epoch already without a better value than -1: the end of this one makes two.
-    state["early_stopping"] = {"wait": 1, "best": -1.0}
+    assert (state["epoch"], state["batches_done"], state["checkpoints"]) == (
+        1, 2, ["step-00000004.weights.h5", "step-00000006.weights.h5", "step-00000008.weights.h5"])
+    state.update(early_stopping={"wait": wait, "best": -1.0}, best=-1.0)
     (folder / "state.json").write_text(json.dumps(state))
     model = _model()
     resumed = fit(
         model, _ordered_data(), _data(1), dataclasses.replace(config, early_stopping_patience=2), tmp_path,
         restore(model, folder),
     )
-    assert resumed.batches_seen == 12 and len(resumed.history["loss"]) == 2
-    assert read_state(folder)["done"]
+    assert resumed.batches_seen == steps and len(resumed.history["loss"]) == steps // 6
+    final = read_state(folder)
+    assert final["done"] and final["best"] == -1.0  # no epoch beat the best from before the interruption
+    # The newest three checkpoints, those from before the interruption included.
+    newest = [f"step-{step:08d}.weights.h5" for step in sorted({4, 6, 8} | set(range(12, steps + 1, 4)) | {steps})]
+    assert final["checkpoints"] == newest[-3:]
+    assert sorted(p.name for p in folder.glob("step-*")) == newest[-3:]

@@ -50,13 +50,25 @@ def test_the_best_epoch_is_kept_when_training_gets_worse(tmp_path):
     np.testing.assert_allclose(model.evaluate(_data(2), verbose=0), min(losses), rtol=1e-5)
 
 
-def test_early_stopping_waits_its_patience_then_stops(tmp_path):
+@pytest.mark.parametrize("monitor", ["val_loss", "val_mae"])
+def test_early_stopping_waits_its_patience_then_stops(monitor, tmp_path, monkeypatch):
+    from seqtasks.checkpoints import BEST_FILE, TrainingCheckpoints
+
+    saved = []
+    save_weights = TrainingCheckpoints._save_weights
+
+    def record(self, name):
+        saved.append(name)
+        save_weights(self, name)
+
+    monkeypatch.setattr(TrainingCheckpoints, "_save_weights", record)
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")  # nothing ever improves after epoch 1
-    config = dataclasses.replace(TrainingConfig(), epochs=10, early_stopping_patience=2)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse", metrics=["mae"])  # nothing changes after epoch 1
+    config = dataclasses.replace(TrainingConfig(), epochs=10, early_stopping_patience=2, monitor=monitor)
     history = fit(model, _data(2), _data(2), config, tmp_path)
     assert len(history.history["loss"]) == 3
+    assert saved.count(BEST_FILE) == 1  # a tie is not an improvement
 
 
 def test_training_prints_a_line_per_epoch_in_logs_and_a_bar_in_a_terminal(tmp_path, capsys, monkeypatch):
