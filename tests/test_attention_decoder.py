@@ -517,3 +517,12 @@ def test_weights_are_named_for_checkpoints(config, paths):
     decoder = AttentionDecoder(**config)
     decoder(TARGET, MEMORY)
     assert [w.path.split("/", 1)[1] for w in decoder.weights] == paths
+
+
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_dropout_in_a_three_layer_decoder_with_its_own_output_size(input_feeding):
+    # One dropout mask per site: below layers 2 and 3 (units wide) and on h̃ (output_size wide).
+    decoder = AttentionDecoder(units=8, num_layers=3, output_size=6, dropout=0.5, seed=4, input_feeding=input_feeding)
+    outputs = _sequence_outputs(decoder, True)
+    assert outputs.shape == (3, 4, 6) and np.isfinite(outputs).all()
+    assert 0.3 < np.mean(outputs == 0.0) < 0.7

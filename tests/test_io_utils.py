@@ -504,3 +504,4 @@ def test_the_umask_is_read_without_changing_it_whatever_the_process_name(umask):
     )
     result = run_python(code, timeout=60)
     assert result.stdout == "0o22 []\n", result.stderr
+
