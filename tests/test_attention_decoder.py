@@ -526,3 +526,11 @@ def test_dropout_in_a_three_layer_decoder_with_its_own_output_size(input_feeding
     outputs = _sequence_outputs(decoder, True)
     assert outputs.shape == (3, 4, 6) and np.isfinite(outputs).all()
     assert 0.3 < np.mean(outputs == 0.0) < 0.7
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_dropout_keeps_the_compute_dtype_of_a_mixed_policy(policy, input_feeding):
+    decoder = AttentionDecoder(units=8, num_layers=2, dropout=0.5, seed=1, input_feeding=input_feeding, dtype=policy)
+    outputs = decoder(TARGET, MEMORY, training=True)
+    assert keras.backend.standardize_dtype(outputs.dtype) == keras.DTypePolicy(policy).compute_dtype
