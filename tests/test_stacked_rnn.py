@@ -282,3 +282,21 @@ def test_weights_are_named_for_checkpoints(bidirectional):
     directions = ["forward_", "backward_"] if bidirectional else [""]
     expected = [f"{direction}gru_{index}/{w}" for index in range(2) for direction in directions for w in cell]
     assert [w.path.split("/", 1)[1] for w in layer.weights] == expected
+
+
+@pytest.mark.parametrize(
+    "merge_mode, merge",
+    [
+        ("concat", lambda f, b: np.concatenate([f, b], -1)),
+        ("sum", lambda f, b: f + b),
+        ("ave", lambda f, b: (f + b) / 2),
+        ("mul", lambda f, b: f * b),
+    ],
+)
+def test_merge_modes_match_a_numpy_reference(merge_mode, merge):
+    layer = StackedRNN(units=4, bidirectional=True, merge_mode=merge_mode)
+    outputs = np.array(layer(INPUTS)[0])
+    for row in range(len(INPUTS)):
+        forward, _, _ = _numpy_lstm(INPUTS[row], layer.rnn_layers[0].cell)
+        backward, _, _ = _numpy_lstm(INPUTS[row][::-1], layer.backward_layers[0].cell)
+        np.testing.assert_allclose(outputs[row], merge(forward, backward[::-1]), atol=1e-5)
