@@ -566,3 +566,18 @@ def test_length_penalty_is_float32_whatever_the_global_floatx(float16_floatx):
     penalty = ops.convert_to_numpy(length_penalty(np.array([1, 2], np.int32), 1.0))
     assert penalty.dtype == np.float32
     np.testing.assert_allclose(penalty, [1.0, 7.0 / 6.0], rtol=1e-6)
+
+
+def test_the_early_stop_weighs_the_leader_by_its_own_length_penalty():
+    # alpha 2. After step 2 "X end" (.6 * .7) leads with log .42 / p(2) = -0.638; the best live
+    # hypothesis, "X Z" (.6 * .1), could reach at most log .06 / p(6) = -0.837 by max_length, so
+    # the search stops. Weighing the leader by p(2) the wrong way (-1.181) would run a third step.
+    alpha = 2.0
+    leader, live = np.log(0.6 * 0.7), np.log(0.6 * 0.1)
+    assert live / _penalty(6, alpha) < leader / _penalty(2, alpha)
+    assert live / _penalty(6, alpha) > leader * _penalty(2, alpha)
+    script = [{START: {X: 0.6, Y: 0.1, Z: 0.1, W: 0.1, END: 0.1}}, {X: {END: 0.7, Z: 0.1}}] + [{}] * 4
+    ids, lengths, scores, taken = _run_script([script], width=3, alpha=alpha, max_length=6)
+    np.testing.assert_array_equal(ids, [[X, END, 0, 0, 0, 0]])
+    np.testing.assert_allclose(scores, [leader / _penalty(2, alpha)], rtol=1e-5)
+    np.testing.assert_array_equal(taken, [2])
