@@ -300,7 +300,7 @@ EARLY_STOP = [
 ]
 
 
-@pytest.mark.parametrize("pad_id", [0, P])
+@pytest.mark.parametrize("pad_id", [0, 1, P])
 def test_an_early_stop_pads_with_pad_id(pad_id):
     ids, lengths, scores, taken = _run_script(EARLY_STOP, width=3, alpha=0.0, max_length=6, pad_id=pad_id)
     np.testing.assert_array_equal(taken, [2, 2])  # both entries decided after 2 of 6 steps

@@ -130,3 +130,21 @@ def test_invalid_units_is_a_clear_error(score, units):
 def test_dot_with_mismatched_sizes_is_a_clear_error():
     with pytest.raises(ValueError, match="score='dot' needs queries and keys of the same size"):
         LuongAttention(score="dot")(QUERY, KEY)
+
+
+def test_dot_is_the_default_and_needs_equal_sizes():
+    layer = LuongAttention()
+    assert layer.score == "dot"
+    message = (
+        r"^score='dot' needs queries and keys of the same size. Received: query dim=4, key dim=6; "
+        r"use score='general' to learn a projection between them.$"
+    )
+    with pytest.raises(ValueError, match=message):
+        layer(np.zeros((2, 4), "float32"), np.zeros((2, 5, 6), "float32"))
+
+
+def test_the_initializer_reaches_the_concat_projections_and_v():
+    layer = LuongAttention(score="concat", units=3, kernel_initializer="ones")
+    layer(QUERY, VALUE)
+    for weight in [layer.attention_v, layer.query_dense.kernel, layer.key_dense.kernel]:
+        np.testing.assert_array_equal(np.array(weight), 1.0)
