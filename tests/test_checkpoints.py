@@ -143,24 +143,31 @@ def _ordered_data(seed=3):
     return epoch_ordered(data, 24, seed, lambda elements: elements.batch(4))  # 6 batches an epoch
 
 
+def _stop_at_step(monkeypatch, step, config, run_dir):
+    """Runs `fit` until a KeyboardInterrupt right after step `step` (its checkpoint, if any, written)."""
+    from seqtasks.checkpoints import TrainingCheckpoints
+
+    save_after_batch = TrainingCheckpoints.on_train_batch_end
+
+    def stop(self, batch, logs=None):
+        save_after_batch(self, batch, logs)
+        if self.steps == step:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TrainingCheckpoints, "on_train_batch_end", stop)
+        with pytest.raises(KeyboardInterrupt):
+            fit(_model(), _ordered_data(), _data(1), config, run_dir)
+
+
 def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_never_stopped(tmp_path, monkeypatch):
-    from seqtasks.checkpoints import TrainingCheckpoints, restore
+    from seqtasks.checkpoints import restore
 
     config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=4, keep_checkpoints=3)
     whole_model = _model()
     whole = fit(whole_model, _ordered_data(), _data(1), config, tmp_path / "whole")
 
-    save_after_batch = TrainingCheckpoints.on_train_batch_end
-
-    def stop_at_step_10(self, batch, logs=None):
-        save_after_batch(self, batch, logs)
-        if self.steps == 10:
-            raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(TrainingCheckpoints, "on_train_batch_end", stop_at_step_10)
-        with pytest.raises(KeyboardInterrupt):
-            fit(_model(), _ordered_data(), _data(1), config, tmp_path / "stopped")
+    _stop_at_step(monkeypatch, 10, config, tmp_path / "stopped")
     folder = tmp_path / "stopped" / "checkpoints"
     state = read_state(folder)
     # The last checkpoint is step 8: epoch 1 (counted from 0) with 2 of its 6 batches done.
@@ -191,20 +198,10 @@ def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_neve
 def test_early_stopping_counts_across_the_end_of_a_resumed_epoch(tmp_path, monkeypatch, wait, epochs, steps):
     # Resumed in epoch 2 of `epochs` (6 batches each) with patience 2 and a best of -1 that no epoch beats:
     # waiting one epoch already, the end of epoch 2 stops the run; waiting none, the end of epoch 3 does.
-    from seqtasks.checkpoints import TrainingCheckpoints, restore
+    from seqtasks.checkpoints import restore
 
     config = dataclasses.replace(TrainingConfig(), epochs=epochs, checkpoint_every_steps=4, keep_checkpoints=3)
-    save_after_batch = TrainingCheckpoints.on_train_batch_end
-
-    def stop_at_step_9(self, batch, logs=None):
-        save_after_batch(self, batch, logs)
-        if self.steps == 9:
-            raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(TrainingCheckpoints, "on_train_batch_end", stop_at_step_9)
-        with pytest.raises(KeyboardInterrupt):
-            fit(_model(), _ordered_data(), _data(1), config, tmp_path)
+    _stop_at_step(monkeypatch, 9, config, tmp_path)
     folder = tmp_path / "checkpoints"
     state = read_state(folder)
     assert (state["epoch"], state["batches_done"], state["checkpoints"]) == (
