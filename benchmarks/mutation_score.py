@@ -79,6 +79,13 @@ def read_results(mutants_root):
     return results
 
 
+def stale_entries(results, equivalent):
+    """Listed mutants that no longer exist, or that the tests now kill: the code changed and mutmut
+    renumbered its mutants, or a new test killed one."""
+    codes = {m: code for module in results.values() for m, code in module.items()}
+    return sorted(m for m in equivalent if m not in codes or codes[m] in KILLED)
+
+
 def score_rows(results, equivalent):
     rows = []
     for name, _ in MODULES:
@@ -105,8 +112,7 @@ def main(argv=None):
         raise SystemExit(f"{mutants_root}: no mutmut results; run `mutmut run` first (docs/testing.md)")
     equivalent = read_equivalent()
     results = read_results(mutants_root)
-    every = {m for codes in results.values() for m in codes}
-    stale = sorted(set(equivalent) - every)
+    stale = stale_entries(results, equivalent)
     rows = score_rows(results, equivalent)
     print("| module | mutants | killed | equivalent | survived | not run | score |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -115,7 +121,7 @@ def main(argv=None):
         print(f"| {row['module']} | {row['mutants']} | {row['killed']} | {row['equivalent']} | {row['survived']} "
               f"| {row['unchecked']} | {row['score']:.1f} %{mark} |")
     if stale:
-        print(f"\n{EQUIVALENT.name}: {len(stale)} listed mutants no longer exist (the code changed): "
+        print(f"\n{EQUIVALENT.name}: {len(stale)} listed mutants no longer exist or are killed (the code or the tests changed): "
               + ", ".join(stale), file=sys.stderr)
     if args.survivors:
         for row in rows:

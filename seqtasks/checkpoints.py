@@ -75,7 +75,11 @@ class TrainingCheckpoints(keras.callbacks.Callback):
         self.epoch = state.get("epoch", 0)
         self.batches_done = state.get("batches_done", 0)
         self.steps = state.get("steps", 0)
-        self.history = state.get("history", {})
+        # A NaN loss is saved as null (strict JSON) and read back as NaN.
+        self.history = {
+            key: [math.nan if value is None else value for value in values]
+            for key, values in state.get("history", {}).items()
+        }
         self.best = state.get("best")
         self.previous_seconds = state.get("train_seconds", 0.0)
         self.saved = state.get("checkpoints", [])
@@ -142,8 +146,9 @@ class TrainingCheckpoints(keras.callbacks.Callback):
         self.saved = [n for n in self.saved if n != name][-(self.keep - 1):] + [name] if self.keep > 1 else [name]
         early = None
         if self.early_stopping is not None:
-            early = {"wait": int(self.early_stopping.wait), "best": _plain(self.early_stopping.best)}
-        iterations = self.model.optimizer.iterations if self.model.optimizer is not None else None
+            early = {"wait": int(self.early_stopping.wait), "best": finite_or_none(self.early_stopping.best)}
+        optimizer = getattr(self.model, "optimizer", None)
+        iterations = None if optimizer is None else optimizer.iterations
         state = {
             "checkpoint": name,
             "checkpoints": self.saved,
@@ -151,7 +156,7 @@ class TrainingCheckpoints(keras.callbacks.Callback):
             "batches_done": self.batches_done,
             "steps": self.steps,
             "optimizer_iterations": None if iterations is None else int(keras.ops.convert_to_numpy(iterations)),
-            "history": self.history,
+            "history": {key: [finite_or_none(value) for value in values] for key, values in self.history.items()},
             "best": self.best,
             "early_stopping": early,
             "train_seconds": round(self.train_seconds, 3),
@@ -164,7 +169,8 @@ class TrainingCheckpoints(keras.callbacks.Callback):
                 path.unlink(missing_ok=True)
 
 
-def _plain(value):
+def finite_or_none(value):
+    """`value` as a float, or None for None, NaN and infinities: what strict JSON can hold."""
     if value is None:
         return None
     value = float(value)

@@ -109,9 +109,11 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
 
 def fit_metrics(task, history, train_seconds, model):
     """The metrics every task records about its `fit`: losses by epoch, epochs, time, size."""
+    from seqtasks.checkpoints import finite_or_none
+
     return {
         "task": task,
-        "history": {key: [float(v) for v in values] for key, values in history.history.items()},
+        "history": {key: [finite_or_none(v) for v in values] for key, values in history.history.items()},
         "epochs_run": len(history.history["loss"]),
         "train_seconds": round(train_seconds, 1),
         # From the start of `fit` to the end of its first step: tracing, compiling, the first batch.

@@ -119,8 +119,44 @@ def test_wrong_initial_state_is_a_clear_error():
 
 
 def test_stepping_an_unbuilt_decoder_is_a_clear_error():
-    with pytest.raises(ValueError, match="AttentionDecoder is not built"):
+    with pytest.raises(ValueError) as error:
         AttentionDecoder(units=8).get_initial_state(2)
+    assert str(error.value) == (
+        "AttentionDecoder is not built: call it once on a target batch and the memory (or call `build`) before stepping."
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected_units",
+    [
+        ({"attention": "bahdanau"}, 4),
+        ({"attention": "luong", "score": "concat"}, 4),
+        ({"attention": "luong", "score": "general"}, None),
+    ],
+)
+def test_attention_units_reach_the_attention_layer(kwargs, expected_units):
+    decoder = AttentionDecoder(units=6, attention_units=4, **kwargs)
+    decoder(TARGET, MEMORY)
+    assert decoder.attention_units == 4 and decoder.get_config()["attention_units"] == 4
+    assert decoder.attention_layer.units == expected_units
+
+
+def test_luong_scale_and_kernel_initializer_reach_the_attention_layer():
+    decoder = AttentionDecoder(units=6, score="general", scale=True, kernel_initializer="ones", seed=7)
+    decoder(TARGET, MEMORY)
+    assert (decoder.scale, decoder.seed) == (True, 7)
+    assert decoder.get_config()["scale"] is True and decoder.get_config()["seed"] == 7
+    attention = decoder.attention_layer
+    assert attention.scale is True and float(attention.attention_g) == pytest.approx(6**-0.5)
+    assert np.all(np.array(attention.key_dense.kernel) == 1.0)
+
+
+def test_the_memory_mask_prepared_for_stepping_is_boolean():
+    decoder = AttentionDecoder(units=6)
+    decoder(TARGET, MEMORY)
+    for mask in (None, MEMORY_MASK.astype("float32")):
+        _, _, prepared = decoder.prepare_memory(MEMORY, mask)
+        assert keras.backend.standardize_dtype(prepared.dtype) == "bool"
 
 
 @pytest.mark.parametrize(
@@ -152,25 +188,19 @@ def test_invalid_arguments_are_clear_errors(kwargs, message):
 def test_gate_scales_the_context_by_a_sigmoid_of_the_query():
     decoder = AttentionDecoder(units=6, attention="bahdanau", gate=True, input_feeding=False)
     decoder(TARGET, MEMORY)
-    gate = decoder.gate_dense
-    gate.kernel.assign(np.zeros((6, 1), "float32"))
-    gate.bias.assign(np.array([-1e4], "float32"))  # β = 0: the output sees no context
     cache = decoder.prepare_memory(MEMORY)
     state = decoder.get_initial_state(3)
-    output, _, _ = decoder.step(TARGET[:, 0], state, cache)
-    other_memory = decoder.prepare_memory(MEMORY * 3.0)
-    other, _, _ = decoder.step(TARGET[:, 0], state, other_memory)
-    np.testing.assert_allclose(np.array(output), np.array(other), atol=1e-6)
-    gate.bias.assign(np.array([1e4], "float32"))  # β = 1: the ungated context
-    plain = AttentionDecoder(units=6, attention="bahdanau", input_feeding=False)
-    plain(TARGET, MEMORY)
-    for name in ("attention_layer", "output_dense"):
-        for source, target in zip(getattr(decoder, name).weights, getattr(plain, name).weights):
-            target.assign(source)
-    plain.rnn_layers[0].set_weights(decoder.rnn_layers[0].get_weights())
-    expected, _, _ = plain.step(TARGET[:, 0], plain.get_initial_state(3), plain.prepare_memory(MEMORY))
-    output, _, _ = decoder.step(TARGET[:, 0], state, cache)
-    np.testing.assert_allclose(np.array(output), np.array(expected), atol=1e-6)
+    gate = decoder.gate_dense
+    w_c = np.array(decoder.output_dense.kernel)
+    # β = σ(0·h + ln(1/3)) = 1/4 everywhere, then β = σ(1e4) = 1: the ungated context.
+    for bias, beta in ((np.log(1 / 3), 0.25), (1e4, 1.0)):
+        gate.kernel.assign(np.zeros((6, 1), "float32"))
+        gate.bias.assign(np.array([bias], "float32"))
+        output, new_state, weights = decoder.step(TARGET[:, 0], state, cache)
+        h = np.array(new_state[0])
+        context = np.einsum("bt,btd->bd", np.array(weights), MEMORY)
+        expected = np.tanh(np.concatenate([h, beta * context], -1) @ w_c)
+        np.testing.assert_allclose(np.array(output), expected, atol=1e-5)
 
 
 def _lstm_params(input_dim, units):
@@ -534,3 +564,12 @@ def test_dropout_keeps_the_compute_dtype_of_a_mixed_policy(policy, input_feeding
     decoder = AttentionDecoder(units=8, num_layers=2, dropout=0.5, seed=1, input_feeding=input_feeding, dtype=policy)
     outputs = decoder(TARGET, MEMORY, training=True)
     assert keras.backend.standardize_dtype(outputs.dtype) == keras.DTypePolicy(policy).compute_dtype
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_a_target_mask_keeps_the_compute_dtype_of_a_mixed_policy(policy):
+    decoder = AttentionDecoder(units=8, dtype=policy)
+    inputs_mask = np.arange(4)[None, :] < np.array([4, 2, 1])[:, None]
+    outputs = decoder(TARGET, MEMORY, inputs_mask=inputs_mask)
+    assert keras.backend.standardize_dtype(outputs.dtype) == keras.DTypePolicy(policy).compute_dtype
+    assert np.all(np.array(outputs, "float32")[~inputs_mask] == 0.0)

@@ -127,9 +127,51 @@ def test_invalid_units_is_a_clear_error(units):
         BahdanauAttention(units=units)
 
 
-def test_value_of_wrong_rank_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"Expected `value` and `key` of shape \(batch, Tv, dim\)"):
-        BahdanauAttention(units=4)(QUERY, VALUE[:, 0])
+@pytest.mark.parametrize("value, key", [(VALUE[:, 0], None), (VALUE, KEY[:, 0])])
+def test_value_or_key_of_wrong_rank_is_a_clear_error(value, key):
+    key_shape = (value if key is None else key).shape
+    with pytest.raises(ValueError) as error:
+        BahdanauAttention(units=4)(QUERY, value, key)
+    assert str(error.value).endswith(
+        "Expected `value` and `key` of shape (batch, Tv, dim). "
+        f"Received: value.shape={value.shape}, key.shape={key_shape}"
+    )
+
+
+def test_query_of_wrong_rank_is_a_clear_error():
+    with pytest.raises(ValueError) as error:
+        BahdanauAttention(units=4)(QUERY[0, 0], VALUE)
+    assert str(error.value).endswith(
+        "Expected `query` of shape (batch, dim) or (batch, Tq, dim). Received: query.shape=(4,)"
+    )
+
+
+def test_without_a_mask_each_query_attends_over_its_own_row():
+    layer = BahdanauAttention(units=4)
+    context, weights = layer(QUERY, VALUE)
+    kernels = [np.array(w) for w in (layer.query_dense.kernel, layer.key_dense.kernel, layer.attention_v)]
+    expected = softmax(bahdanau_scores(QUERY, VALUE, *kernels))
+    np.testing.assert_allclose(np.array(weights), expected, atol=1e-6)
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+
+
+def test_a_single_query_of_a_batch_of_one_keeps_the_batch_axis():
+    context, weights = BahdanauAttention(units=4)(QUERY[:1, 0], VALUE[:1])
+    assert tuple(context.shape) == (1, 6) and tuple(weights.shape) == (1, 5)
+
+
+def test_the_weights_are_computed_in_float32_under_a_float16_floatx():
+    from seqtasks.layers._attention_base import masked_softmax
+
+    scores = np.array([[0.0, 1e-3, 2e-3]], "float32")
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float16")
+    try:
+        weights = np.array(masked_softmax(scores, None))
+    finally:
+        keras.config.set_floatx(previous)
+    assert weights.dtype == np.float32
+    np.testing.assert_allclose(weights, softmax(scores), rtol=1e-6)
 
 
 @pytest.mark.parametrize("units", [4, 9])

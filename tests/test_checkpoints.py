@@ -220,3 +220,58 @@ def test_early_stopping_counts_across_the_end_of_a_resumed_epoch(tmp_path, monke
     newest = [f"step-{step:08d}.weights.h5" for step in sorted({4, 6, 8} | set(range(12, steps + 1, 4)) | {steps})]
     assert final["checkpoints"] == newest[-3:]
     assert sorted(p.name for p in folder.glob("step-*")) == newest[-3:]
+
+
+def _callback(tmp_path, state=None):
+    import keras
+
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
+    callback = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position(), state=state)
+    callback.set_model(keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)]))
+    return callback
+
+
+def test_the_state_rounds_times_and_names_the_worker(tmp_path, monkeypatch):
+    import time
+
+    callback = _callback(tmp_path, state={"train_seconds": 1.23456789})
+    callback.started = 100.0
+    monkeypatch.setattr(time, "monotonic", lambda: 101.23456789)
+    callback.on_train_batch_end(0)
+    assert callback.first_step_seconds == 1.23
+    callback.started = None
+    callback.save()
+    state = read_state(tmp_path)
+    assert state["train_seconds"] == 1.235 and state["worker"] == ""
+
+
+def test_a_model_without_an_optimizer_records_no_iterations(tmp_path):
+    callback = _callback(tmp_path)
+    callback.save()
+    assert read_state(tmp_path)["optimizer_iterations"] is None
+
+
+def test_a_nan_validation_loss_is_no_best_in_the_strict_json_state(tmp_path):
+    import tensorflow as tf
+
+    x = np.ones((8, 4), "float32")
+    nan_data = tf.data.Dataset.from_tensor_slices((x, np.full((8, 1), np.nan, "float32"))).batch(8)
+    config = dataclasses.replace(TrainingConfig(), epochs=1, early_stopping_patience=3)
+    fit(_model(), _data(2), nan_data, config, tmp_path)
+    text = (tmp_path / "checkpoints" / "state.json").read_text()
+    state = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the state"))
+    assert state["best"] is None and state["early_stopping"] == {"wait": 0, "best": None}
+
+
+def test_a_nan_loss_in_the_history_is_null_in_the_state_and_nan_again_on_resume(tmp_path):
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
+    callback = _callback(tmp_path, state={"history": {"loss": [2.0, float("nan")], "val_loss": [float("inf")]}})
+    callback.save()
+    state = read_state(tmp_path)
+    assert state["history"] == {"loss": [2.0, None], "val_loss": [None]}
+    resumed = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position(), state=state)
+    assert resumed.history["loss"][0] == 2.0 and np.isnan(resumed.history["loss"][1])

@@ -116,8 +116,9 @@ def test_unknown_score_is_a_clear_error():
 
 
 def test_concat_without_units_is_a_clear_error():
-    with pytest.raises(ValueError, match="Expected a positive integer `units` for score='concat'"):
+    with pytest.raises(ValueError) as error:
         LuongAttention(score="concat")
+    assert str(error.value) == "Expected a positive integer `units` for score='concat'. Received: units=None"
 
 
 @pytest.mark.parametrize("score", ["concat", "dot"])

@@ -55,6 +55,12 @@ def test_scores_leave_out_equivalent_mutants_and_count_timeouts_as_killed():
     assert row["score"] == 50.0 and row["survivors"] == ["c", "e"]
 
 
+def test_a_listed_mutant_that_is_gone_or_killed_is_stale():
+    results = {"io_utils": {"a": 1, "b": 0, "c": None}, "text": {"d": -24}}
+    listed = {name: "why" for name in ("a", "b", "c", "d", "e")}
+    assert mutation_score.stale_entries(results, listed) == ["a", "d", "e"]
+
+
 def test_the_trampoline_shim_lets_getfullargspec_see_the_wrapped_signature():
     import mutation_support  # noqa: F401 - installs the shim
 
