@@ -39,6 +39,7 @@ def test_run_reports_bleu_1_to_4_and_writes_captions_and_overlays(caption_run):
     assert "Sample captions:" in output
 
 
+@pytest.mark.slow  # several seconds: the fast tier stays under 3 minutes
 def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_ones(caption_run):
     root, run_dir, _ = caption_run
     expected = [line.split("\t")[1] for line in (run_dir / "captions.tsv").read_text().splitlines()]

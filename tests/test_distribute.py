@@ -32,6 +32,7 @@ def test_unknown_devices_are_clear_errors(devices, message):
         make_strategy(DistributeConfig(strategy="mirrored", devices=devices))
 
 
+@pytest.mark.slow  # several seconds: the fast tier stays under 3 minutes
 def test_mirrored_over_two_logical_cpus(fresh_python):
     result = fresh_python(
         """

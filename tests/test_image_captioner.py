@@ -62,6 +62,7 @@ def test_training_adds_the_weighted_penalty_to_the_loss_and_inference_does_not()
     assert not model.losses
 
 
+@pytest.mark.slow  # several seconds: the fast tier stays under 3 minutes
 def test_small_cnn_turns_images_into_a_grid_and_trains_and_saves(tmp_path):
     model = ImageCaptioner(20, embedding_dim=4, decoder=DECODER, image_encoder=[4, 6])
     images = np.random.default_rng(4).integers(0, 255, (2, 16, 16, 3)).astype("uint8")

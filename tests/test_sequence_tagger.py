@@ -39,6 +39,7 @@ def test_a_padded_batch_tags_exactly_like_each_sentence_alone(output_layer):
         assert (together[index, len(row) :] == 0).all()
 
 
+@pytest.mark.slow  # several seconds: the fast tier stays under 3 minutes
 def test_crf_loss_is_the_negative_mean_log_likelihood_and_training_learns_the_tags():
     model = _tagger("crf")
     x = _inputs([[3, 4, 5, 6], [7, 8]] * 8)
