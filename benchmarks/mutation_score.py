@@ -121,8 +121,8 @@ def main(argv=None):
         print(f"| {row['module']} | {row['mutants']} | {row['killed']} | {row['equivalent']} | {row['survived']} "
               f"| {row['unchecked']} | {row['score']:.1f} %{mark} |")
     if stale:
-        print(f"\n{EQUIVALENT.name}: {len(stale)} listed mutants no longer exist or are killed (the code or the tests changed): "
-              + ", ".join(stale), file=sys.stderr)
+        print(f"\n{EQUIVALENT.name}: {len(stale)} listed mutants no longer exist or are killed "
+              "(the code or the tests changed): " + ", ".join(stale), file=sys.stderr)
     if args.survivors:
         for row in rows:
             if row["survivors"]:

@@ -36,6 +36,17 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "seqtasks"
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def float16_floatx():
+    """Sets Keras' global floatx to float16 for one test, then restores it."""
+    import keras
+
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float16")
+    yield
+    keras.config.set_floatx(previous)
+
+
 def run_python(code, env=None, cwd=None, timeout=300):
     """Runs `code` in a fresh Python process; returns the completed process."""
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}

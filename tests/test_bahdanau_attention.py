@@ -160,16 +160,11 @@ def test_a_single_query_of_a_batch_of_one_keeps_the_batch_axis():
     assert tuple(context.shape) == (1, 6) and tuple(weights.shape) == (1, 5)
 
 
-def test_the_weights_are_computed_in_float32_under_a_float16_floatx():
+def test_the_weights_are_computed_in_float32_under_a_float16_floatx(float16_floatx):
     from seqtasks.layers._attention_base import masked_softmax
 
     scores = np.array([[0.0, 1e-3, 2e-3]], "float32")
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float16")
-    try:
-        weights = np.array(masked_softmax(scores, None))
-    finally:
-        keras.config.set_floatx(previous)
+    weights = np.array(masked_softmax(scores, None))
     assert weights.dtype == np.float32
     np.testing.assert_allclose(weights, softmax(scores), rtol=1e-6)
 

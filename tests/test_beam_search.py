@@ -535,15 +535,6 @@ def test_a_beam_wider_than_an_unknown_vocabulary():
     np.testing.assert_array_equal(ids[0, :2], [X, END])
 
 
-@pytest.fixture
-def float16_floatx():
-
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float16")
-    yield
-    keras.config.set_floatx(previous)
-
-
 def test_search_is_in_float32_whatever_the_global_floatx(float16_floatx):
     # greedy_search computes in float32 under any floatx (test_greedy_search.py); beam search fails.
     ids, _, scores, _ = _run_beam(_unigram_step(TRAP), batch=1, width=3, alpha=1.0)

@@ -266,12 +266,9 @@ def test_a_nan_validation_loss_is_no_best_in_the_strict_json_state(tmp_path):
 
 
 def test_a_nan_loss_in_the_history_is_null_in_the_state_and_nan_again_on_resume(tmp_path):
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import training_position
-
     callback = _callback(tmp_path, state={"history": {"loss": [2.0, float("nan")], "val_loss": [float("inf")]}})
     callback.save()
     state = read_state(tmp_path)
     assert state["history"] == {"loss": [2.0, None], "val_loss": [None]}
-    resumed = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position(), state=state)
+    resumed = _callback(tmp_path, state=state)
     assert resumed.history["loss"][0] == 2.0 and np.isnan(resumed.history["loss"][1])

@@ -159,26 +159,16 @@ def test_the_tags_carry_the_mask_of_the_potentials():
     assert getattr(unmasked_tags, "_keras_mask", None) is None
 
 
-def test_scores_stay_float32_when_traced_under_a_float16_floatx():
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float16")
-    try:
-        tags, scores = CRF(4)(keras.Input((None, 4)))
-    finally:
-        keras.config.set_floatx(previous)
+def test_scores_stay_float32_when_traced_under_a_float16_floatx(float16_floatx):
+    tags, scores = CRF(4)(keras.Input((None, 4)))
     assert (tags.dtype, scores.dtype) == ("int32", "float32")
 
 
-def test_decodes_float32_potentials_exactly_under_a_float16_floatx(example):
+def test_decodes_float32_potentials_exactly_under_a_float16_floatx(example, float16_floatx):
     _, potentials, mask, lengths = example
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float16")
-    try:
-        crf = _crf_with_random_weights(3, seed=1)  # float16 weights
-        tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials, mask=mask))
-        log_likelihood = keras.ops.convert_to_numpy(crf.log_likelihood(potentials, tags, mask=mask))
-    finally:
-        keras.config.set_floatx(previous)
+    crf = _crf_with_random_weights(3, seed=1)  # float16 weights
+    tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials, mask=mask))
+    log_likelihood = keras.ops.convert_to_numpy(crf.log_likelihood(potentials, tags, mask=mask))
     assert (tags.dtype, score.dtype, log_likelihood.dtype) == (np.int32, np.float32, np.float32)
     for row in range(3):
         log_z, best_path, best_score = _brute_force(crf, potentials[row], lengths[row])

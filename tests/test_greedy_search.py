@@ -178,16 +178,6 @@ def test_greedy_search_runs_as_one_graph():
     assert int(calls) == 5
 
 
-@pytest.fixture
-def float16_floatx():
-    import keras
-
-    previous = keras.config.floatx()
-    keras.config.set_floatx("float16")
-    yield
-    keras.config.set_floatx(previous)
-
-
 @pytest.mark.parametrize("compile", [False, True], ids=["eager", "graph"])
 def test_search_is_in_float32_whatever_the_global_floatx(float16_floatx, compile):
     # 2048 and 2049 are one float16 step apart at most: in float16 they tie (and the first wins).
