@@ -36,6 +36,13 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "seqtasks"
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(config, items):
+    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
+        from mutation_support import fastest_first
+
+        fastest_first(items)
+
+
 @pytest.fixture
 def float16_floatx():
     """Sets Keras' global floatx to float16 for one test, then restores it."""

@@ -7,6 +7,9 @@ reads a layer's constructor arguments with the latter and fails on the bare
 """
 
 import inspect
+import json
+import math
+from pathlib import Path
 
 _getfullargspec = inspect.getfullargspec
 
@@ -18,3 +21,17 @@ def _getfullargspec_through_trampolines(function):
 
 
 inspect.getfullargspec = _getfullargspec_through_trampolines
+
+
+def fastest_first(items):
+    """Orders a mutant's tests by the durations mutmut measured, fastest first.
+
+    mutmut stops at the first failing test but hands the tests over in the
+    arbitrary order of a set: most mutants are killed by a quick unit test, and
+    with it first they no longer wait for a `fit` or a layer contract test.
+    """
+    try:
+        durations = json.loads(Path("mutmut-stats.json").read_text())["duration_by_test"]
+    except (OSError, ValueError, KeyError):
+        return
+    items.sort(key=lambda item: durations.get(item.nodeid, math.inf))
