@@ -3,6 +3,7 @@
 import fnmatch
 import functools
 import inspect
+import json
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,18 @@ def test_the_trampoline_shim_lets_getfullargspec_see_the_wrapped_signature():
         return __init__(*args, **kwargs)
 
     assert inspect.getfullargspec(other_wrapper).args == []  # only mutmut's trampolines are seen through
+
+
+def test_a_mutants_tests_run_fastest_first_by_the_durations_mutmut_measured(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from mutation_support import fastest_first
+
+    items = [SimpleNamespace(nodeid=name) for name in ("t::slow", "t::unmeasured", "t::quick", "t::middle")]
+    monkeypatch.chdir(tmp_path)
+    fastest_first(items)  # no stats yet (mutmut's first pass): the order is kept
+    assert [item.nodeid for item in items] == ["t::slow", "t::unmeasured", "t::quick", "t::middle"]
+    durations = {"t::slow": 2.5, "t::quick": 0.01, "t::middle": 0.3}
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": durations}), encoding="utf-8")
+    fastest_first(items)
+    assert [item.nodeid for item in items] == ["t::quick", "t::middle", "t::slow", "t::unmeasured"]
