@@ -247,6 +247,39 @@ MORE_ROWS = {
         TRANSLATION.replace("encoder: {units: 4}", "encoder: {units: 4, dropout: 1.0}"), {"pairs.tsv": PAIRS}, [],
         r"recipe\.yaml: model\.encoder\.dropout: expected less than 1\.0; got 1\.0 \(line 3\)$",
     ),
+    "recipe nested 500 deep": (
+        "task: translation\ndata: " + "{a: " * 500 + "1" + "}" * 500 + "\n", {}, [],
+        r"recipe\.yaml: YAML nested more than 32 levels deep \(line 2\); a recipe needs at most 4$",
+    ),
+    "--set nested 500 deep": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "data=" + "{a: " * 500 + "1" + "}" * 500],
+        r"^Error: --set data: YAML nested more than 32 levels deep \(line 1\); a recipe needs at most 4$",
+    ),
+    "learning rate NaN": (
+        TRANSLATION.replace("epochs: 1", "epochs: 1, learning_rate: .nan"), {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: training\.learning_rate: expected a finite number; got nan \(line 4\)$",
+    ),
+    "seed of 10**20": (
+        "seed: 100000000000000000000\n" + TRANSLATION, {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: seed: expected at most 4294967295; got 100000000000000000000 \(line 1\)$",
+    ),
+    "embedding_dim of 10**12": (
+        TRANSLATION.replace("embedding_dim: 4", "embedding_dim: 1000000000000"), {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: model\.embedding_dim: expected at most 65536; got 1000000000000 \(line 3\)$",
+    ),
+    "decoding.max_length of 10**12": (
+        TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "model.decoding.max_length=1000000000000"],
+        r"^Error: --set model\.decoding\.max_length: expected at most 10000; got 1000000000000$",
+    ),
+    "an integer of 5000 digits": (
+        "seed: 1" + "0" * 5000 + "\n" + TRANSLATION, {"pairs.tsv": PAIRS}, [],
+        r"recipe\.yaml: invalid YAML: cannot read '1000+'\.\.\. \(5001 characters\) as int \(line 1\)$",
+    ),
+    "recipe that is a system account file": (
+        "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n", {}, [],
+        r"recipe\.yaml: expected a mapping of sections at the top level; "
+        r"got 'root:x:0:0:root:/root:/bin/bash daemon:x'\.\.\. \(79 characters\)$",
+    ),
 }
 
 

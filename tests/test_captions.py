@@ -189,3 +189,10 @@ def test_coco_json_is_utf8_whatever_the_locale(tmp_path, ascii_locale):
     path = tmp_path / "captions.json"
     path.write_bytes('{"images": [{"id": 1, "file_name": "é.jpg"}], "annotations": [{"image_id": 1, "caption": "Un café."}]}'.encode())
     assert read_coco_captions(path) == {"é.jpg": ["Un café."]}
+
+
+def test_coco_captions_json_may_be_gzip(tmp_path):
+    path = tmp_path / "captions_train.json.gz"
+    content = {"images": [{"id": 7, "file_name": "COCO_7.jpg"}], "annotations": [{"image_id": 7, "caption": "A train."}]}
+    path.write_bytes(gzip.compress(json.dumps(content).encode()))
+    assert read_coco_captions(path) == {"COCO_7.jpg": ["A train."]}

@@ -277,12 +277,54 @@ def test_aliases_in_set_values_are_checked_too(tmp_path, monkeypatch):
     )
 
 
-def test_deeply_nested_yaml_is_an_error_not_a_crash(tmp_path):
-    path = write(tmp_path, "task: toy\nx: " + "[" * 5000 + "]" * 5000 + "\n")
-    assert error_of(path) == f"{path}: invalid YAML: nested too deeply"
-    assert error_of(write(tmp_path, "task: toy\n"), ["data=" + "[" * 5000 + "]" * 5000]) == (
-        "--set data: nested too deeply"
+@pytest.mark.parametrize(
+    "value", ["[" * 500 + "]" * 500, "{a: " * 500 + "1" + "}" * 500], ids=["lists (1 KB)", "mappings"]
+)
+def test_deeply_nested_yaml_is_an_error_not_a_crash(tmp_path, value):
+    """500 levels overflowed Python's stack in the composer (a RecursionError caught or not, by the stack in use)."""
+    path = write(tmp_path, f"task: toy\ndata: {value}\n")
+    assert error_of(path) == f"{path}: YAML nested more than 32 levels deep (line 2); a recipe needs at most 4"
+    assert error_of(write(tmp_path, "task: toy\n", "base.yaml"), [f"data={value}"]) == (
+        "--set data: YAML nested more than 32 levels deep (line 1); a recipe needs at most 4"
     )
+
+
+def test_block_mappings_nested_deeply_name_the_line_of_the_level_too_many(tmp_path):
+    path = write(tmp_path, "task: toy\ndata:\n" + "".join("  " * depth + "a:\n" for depth in range(1, 500)))
+    # the top-level mapping is level 1, data's value (from line 3) level 2: line 34 starts level 33
+    assert error_of(path) == f"{path}: YAML nested more than 32 levels deep (line 34); a recipe needs at most 4"
+
+
+def test_nesting_up_to_the_limit_is_read(tmp_path, monkeypatch):
+    from seqtasks.recipe import loader
+
+    path = write(tmp_path, "task: toy\nx: [[[]]]\n")  # 4 levels
+    assert error_of(path).startswith(f"{path}: x: unknown key")
+    monkeypatch.setattr(loader, "MAX_NESTING", 3)
+    assert error_of(path) == f"{path}: YAML nested more than 3 levels deep (line 2); a recipe needs at most 4"
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("1" + "0" * 5000, f"{'1' + '0' * 39!r}... (5001 characters) as int"),  # 40 characters quoted
+        ("2001-13-40", "'2001-13-40' as timestamp"),
+        ("!!int abc", "'abc' as int"),
+        ("!!float x", "'x' as float"),
+        ("!!bool maybe", "'maybe' as bool"),
+        ("!!timestamp x", "'x' as timestamp"),
+    ],
+    ids=["5001 digits", "no such date", "!!int", "!!float", "!!bool", "!!timestamp"],
+)
+def test_a_scalar_its_tag_cannot_read_is_invalid_yaml_not_a_traceback(tmp_path, value, shown):
+    path = write(tmp_path, f"task: toy\nseed: {value}\n")
+    assert error_of(path) == f"{path}: invalid YAML: cannot read {shown} (line 2)"
+
+
+def test_with_set_a_scalar_yaml_cannot_read_is_taken_as_text(tmp_path):
+    path = write(tmp_path, "task: toy\n")
+    assert load_recipe(path, ["description=2001-13-40"]).description == "2001-13-40"
+    assert error_of(path, ["seed=2001-13-40"]) == "--set seed: expected an integer; got '2001-13-40'"
 
 
 @pytest.mark.parametrize("value, shown", [("[toy]", "a list"), ("{toy: 1}", "a mapping"), ("true", "true"), ("3", "3")])
@@ -354,11 +396,12 @@ def _bounded_fields():
             if dataclasses.is_dataclass(hint):
                 yield from fields(hint, f"{prefix}{f.name}.")
             elif {"min", "max", "below"} & set(f.metadata):
-                yield f"{prefix}{f.name}", float in typing.get_args(hint) or hint is float, f.metadata
+                is_list = typing.get_origin(hint) is list
+                yield f"{prefix}{f.name}", float in typing.get_args(hint) or hint is float, is_list, f.metadata
 
     rows = []
     for task, entry in TASKS.items():
-        for dotted, is_float, bounds in [
+        for dotted, is_float, is_list, bounds in [
             *fields(Recipe, ""), *fields(entry.data_config, "data."), *fields(entry.model_config, "model.")
         ]:
             if task != "toy" and not dotted.startswith(("data.", "model.")):
@@ -376,14 +419,16 @@ def _bounded_fields():
                 end = bounds["below"]
                 assert is_float
                 cases += [(math.nextafter(end, -math.inf), None), (end, f"expected less than {end}; got {end}")]
+            if is_list:  # the bounds hold for each entry
+                cases = [([value], message and message.replace("expected ", "expected entries of ")) for value, message in cases]
             rows += [pytest.param(task, dotted, value, message, id=f"{task}-{dotted}={value}") for value, message in cases]
     return rows
 
 
 # A recipe of each task that the bounds alone can break: the cross-field checks
-# hold at every bound (min_length 1, columns apart from each other).
+# hold at every bound (lengths from 1 to the most, columns apart from each other).
 BASES = {
-    "toy": {"task": "toy", "data": {"min_length": 1}},
+    "toy": {"task": "toy", "data": {"min_length": 1, "max_length": 10_000}},
     "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}},
     "sentiment": {"task": "sentiment", "data": {"path": "t.csv"}},
     "ner": {"task": "ner", "data": {"path": "t.conll"}},
@@ -795,8 +840,8 @@ def test_a_name_from_the_file_name_is_checked_too(tmp_path):
         (["task=nope"], "--set task: expected one of toy, translation, sentiment, ner, captioning; got 'nope'"),
         (["task=translation"], "x.yaml: data.path: required: the file of sentence pairs"),
         (["data.min_length=11"], "--set data.min_length: must not exceed max_length (10); got 11"),
-        (["data={min_length: 11}"], "--set data: must not exceed max_length (10); got 11"),
-        (["model.decoding={beam_width: 0}"], "--set model.decoding: expected at least 1; got 0"),
+        (["data={min_length: 11}"], "--set data: data.min_length: must not exceed max_length (10); got 11"),
+        (["model.decoding={beam_width: 0}"], "--set model.decoding: model.decoding.beam_width: expected at least 1; got 0"),
         (["training.learning_rate=true"], "--set training.learning_rate: expected a number; got true"),
         (["training.epochs=[1"], "--set training.epochs: expected an integer; got '[1'"),
         (["training.epochs="], "--set training.epochs: expected an integer; got nothing (null)"),
@@ -1011,14 +1056,20 @@ def test_empty_sections_take_their_defaults(tmp_path):
     assert recipe.export == ExportConfig() and recipe.model.encoder == EncoderConfig()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an error inside a section given with --set names the flag's key only, not the field "
-    "(the module promises the dotted path of the field): '--set model.encoder: expected at least 1; got -1'",
-)
 def test_an_error_in_a_section_given_with_set_names_the_field(tmp_path):
-    message = error_of(write(tmp_path, "task: toy\n"), ["model.encoder={units: -1}"])
-    assert "model.encoder.units" in message
+    path = write(tmp_path, "task: toy\n")
+    assert error_of(path, ["model.encoder={units: -1}"]) == "--set model.encoder: model.encoder.units: expected at least 1; got -1"
+    assert error_of(path, ["model={encoder: {unit: 3}}"]) == (
+        "--set model: model.encoder.unit: unknown key; expected one of cell_type, units, num_layers, bidirectional, "
+        "merge_mode, residual, dropout (did you mean 'units'?)"
+    )
+    # the flag named is the one that gave the value: the last one at or above the field
+    assert error_of(path, ["model={encoder: {units: 0}}", "model.encoder.units=-2"]) == (
+        "--set model.encoder.units: expected at least 1; got -2"
+    )
+    assert error_of(path, ["model.encoder.units=-2", "model={encoder: {units: 0}}"]) == (
+        "--set model: model.encoder.units: expected at least 1; got 0"
+    )
 
 
 def test_an_alias_of_the_whole_document_is_refused_before_its_values_are_counted(tmp_path, walk_guard, monkeypatch):
@@ -1060,3 +1111,122 @@ def test_every_set_key_is_checked_not_only_the_first(tmp_path):
     assert error_of(path, ["training.epochs=3", "training.zzz=1"]) == expected
     # data of an unknown task is left for the task error, but the keys after it are still checked
     assert error_of(write(tmp_path, "task: toyy\n"), ["data.x=1", "training.zzz=1"]) == expected
+
+
+# --- hostile values: non-finite numbers, huge integers, long strings; every field of the schema ---
+
+
+def _leaf_fields():
+    """`(task, dotted path, type, metadata)` of every scalar and list field; the common sections once, with toy."""
+    from seqtasks.recipe.schema import Recipe
+    from seqtasks.recipe.task_table import TASKS
+
+    def walk(cls, prefix):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            hint = hints[f.name]
+            if dataclasses.is_dataclass(hint):
+                yield from walk(hint, f"{prefix}{f.name}.")
+            elif hint is not typing.Any:
+                if typing.get_origin(hint) is typing.Union:  # Optional[X]
+                    hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+                yield f"{prefix}{f.name}", hint, f.metadata
+
+    rows = []
+    for name, task in TASKS.items():
+        sections = [(task.data_config, "data."), (task.model_config, "model.")] + ([(Recipe, "")] if name == "toy" else [])
+        for cls, prefix in sections:
+            rows += [(name, *field) for field in walk(cls, prefix)]
+    return rows
+
+
+# The data each task requires, so that only the field under test is wrong.
+REQUIRED_DATA = {
+    "toy": "",
+    "translation": "data: {path: p.tsv}\n",
+    "sentiment": "data: {path: t.csv}\n",
+    "ner": "data: {path: t.conll}\n",
+    "captioning": "data: {captions: c, images: i, train_split: t, validation_split: v}\n",
+}
+FLOAT_FIELDS = [(task, dotted) for task, dotted, hint, _ in _leaf_fields() if hint is float]
+INTEGER_FIELDS = [(task, dotted, meta) for task, dotted, hint, meta in _leaf_fields() if hint in (int, list[int])]
+
+
+def _nested(dotted, value):
+    """`a.b.c`, 1 -> the block YAML lines of `a: {b: {c: 1}}`."""
+    *parents, leaf = dotted.split(".")
+    lines = [f"{'  ' * depth}{part}:" for depth, part in enumerate(parents)]
+    return "\n".join([*lines, f"{'  ' * len(parents)}{leaf}: {value}"]) + "\n"
+
+
+def test_the_field_lists_below_cover_the_schema():
+    assert len(FLOAT_FIELDS) >= 15 and len(INTEGER_FIELDS) >= 45
+    assert ("toy", "training.learning_rate") in FLOAT_FIELDS
+    assert {"seed", "model.embedding_dim", "model.decoding.max_length", "model.backbone.filters"} <= {
+        dotted for _, dotted, _ in INTEGER_FIELDS
+    }
+
+
+@pytest.mark.parametrize("task, dotted", FLOAT_FIELDS, ids=[f"{t}-{d}" for t, d in FLOAT_FIELDS])
+def test_every_float_field_refuses_nan_and_infinities_naming_path_and_line(tmp_path, task, dotted):
+    data = "" if dotted.startswith("data.") else REQUIRED_DATA[task]
+    line = dotted.count(".") + 2 + data.count("\n")  # after the task and data lines, one line per level
+    for value, shown in ((".nan", "nan"), (".inf", "inf"), ("-.Inf", "-inf")):
+        path = write(tmp_path, f"task: {task}\n{data}" + _nested(dotted, value))
+        assert error_of(path) == f"{path}: {dotted}: expected a finite number; got {shown} (line {line})"
+
+
+@pytest.mark.parametrize("task, dotted, metadata", INTEGER_FIELDS, ids=[f"{t}-{d}" for t, d, _ in INTEGER_FIELDS])
+def test_every_integer_field_has_an_upper_bound_a_practitioner_would_accept(task, dotted, metadata):
+    """Both sides of each bound are tried by test_every_bound_holds_on_both_sides_in_files_and_set."""
+    assert "max" in metadata, f"{dotted} has no upper bound"
+    leaf = dotted.rpartition(".")[2]
+    assert metadata["max"] <= (2**32 - 1 if leaf == "seed" else 10**9)
+    assert metadata["max"] >= {"seed": 2**31, "epochs": 1000, "batch_size": 8192, "max_length": 1000}.get(leaf, 10)
+
+
+@pytest.mark.parametrize(
+    "dotted, value, bound, line",
+    [
+        ("seed", 100000000000000000000, 4294967295, 2),
+        ("model.embedding_dim", 1000000000000, 65536, 3),
+        ("model.decoding.max_length", 1000000000000, 10000, 4),
+        ("model.encoder.units", 65537, 65536, 4),
+        ("training.batch_size", 1048577, 1048576, 3),
+        ("data.vocab_size", 1000001, 1000000, 3),
+    ],
+)
+def test_huge_values_are_refused_when_the_recipe_is_loaded(tmp_path, dotted, value, bound, line):
+    task = "sentiment" if dotted.startswith("data.") else "toy"
+    path = write(tmp_path, f"task: {task}\n" + _nested(dotted, value))
+    message = f"expected at most {bound}; got {value}"
+    assert error_of(path) == f"{path}: {dotted}: {message} (line {line})"
+    assert error_of(write(tmp_path, f"task: {task}\n", "base.yaml"), [f"{dotted}={value}"]) == f"--set {dotted}: {message}"
+
+
+def test_the_backbone_filters_are_bounded_each_and_in_number(tmp_path):
+    head = "task: captioning\n" + REQUIRED_DATA["captioning"] + "model:\n  backbone:\n"
+    path = write(tmp_path, head + "    filters: [8, 65537]\n")
+    assert error_of(path) == f"{path}: model.backbone.filters: expected entries of at most 65536; got 65537 (line 5)"
+    path = write(tmp_path, head + "    image_size: 63\n    filters: [1, 1, 1, 1, 1, 1]\n")
+    assert error_of(path) == f"{path}: model.backbone.filters: image_size 63 allows at most 5 stages; got 6 (line 6)"
+    path = write(tmp_path, head + "    image_size: 64\n    filters: [1, 1, 1, 1, 1, 1]\n")
+    assert load_recipe(path).model.backbone.filters == [1] * 6
+
+
+def test_a_top_level_that_is_not_a_mapping_is_quoted_by_one_shortened_line(tmp_path):
+    account_file = "".join(f"user{n}:x:{1000 + n}:{1000 + n}::/home/user{n}:/bin/sh\n" for n in range(30))
+    path = write(tmp_path, account_file)  # one plain scalar: YAML folds its lines into one
+    assert error_of(path) == (
+        f"{path}: expected a mapping of sections at the top level; "
+        f"got 'user0:x:1000:1000::/home/user0:/bin/sh u'... ({len(account_file) - 1} characters)"
+    )
+    path = write(tmp_path, "|\n" + "".join(f"  line {n}\n" for n in range(3)))  # a literal block keeps its line ends
+    assert error_of(path) == f"{path}: expected a mapping of sections at the top level; got 'line 0'... (21 characters)"
+
+
+@pytest.mark.parametrize("key, line", [("task", 1), ("name", 2), ("training.monitor", 3)])
+def test_long_string_values_are_shortened_in_errors(tmp_path, key, line):
+    long = "x/" * 5000
+    path = write(tmp_path, f"task: {long}\n" if key == "task" else "task: toy\n" + _nested(key, long))
+    assert error_of(path).endswith(f"; got {'x/' * 20!r}... (10000 characters) (line {line})")

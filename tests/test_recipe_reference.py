@@ -115,6 +115,7 @@ class _Outer:
     inner: _Inner = field(default_factory=_Inner, metadata={"doc": "The inner section."})
     plain: _Undocumented = field(default_factory=_Undocumented)  # a section without a doc
     count: Optional[int] = field(default=None, metadata={"doc": "A count.", "min": 1})
+    sizes: list[int] = field(default_factory=lambda: [2], metadata={"doc": "Sizes.", "min": 1, "max": 9})
 
 
 def test_rows_of_a_hand_written_schema():
@@ -124,6 +125,7 @@ def test_rows_of_a_hand_written_schema():
         "| `p.kind` | `x` \\| `y` | `x` | Either x \\| y, a choice. |",
         "| `p.rate` | number (>= 0.0, < 1.0) | `0.0` | A rate. |",
         "| `p.count` | integer or null (>= 1) | `null` | A count. |",
+        "| `p.sizes` | list of integer (each >= 1, <= 9) | `[2]` | Sizes. |",
         "",
         "#### `p.inner`",
         "",
@@ -163,6 +165,8 @@ def test_the_reference_has_one_section_per_task_and_ends_with_one_newline():
     assert text.endswith(" |\n") and not text.endswith("\n\n")
     for task in TASKS.values():
         assert f"## Task `{task.name}`\n\n{task.description}\n\n### `data`\n\n" in text
-    assert "| `data.min_length` | integer (>= 1) | `3` | Shortest digit sequence. |" in text
+    assert "| `data.min_length` | integer (>= 1, <= 10000) | `3` | Shortest digit sequence. |" in text
+    assert "| `model.backbone.filters` | list of integer (each <= 65536) | `[32, 64, 128]` |" in text
+    assert "A recipe file is a regular file of at most 1 MiB, nested at most 32 levels deep." in text
     assert "| `data.num_symbols` | integer (>= 2, <= 10) | `10` | Distinct digits (0 to num_symbols - 1). |" in text
     assert "| `distribute.devices` | list of string | `[]` |" in text

@@ -7,7 +7,7 @@ raises `SeqtasksError` naming the file (and line) for anything malformed.
 import json
 from pathlib import Path
 
-from seqtasks.data.text_files import numbered_lines, reading
+from seqtasks.data.text_files import numbered_lines, read_data_bytes, reading
 from seqtasks.errors import SeqtasksError
 
 
@@ -56,11 +56,14 @@ def select_split(captions, names, captions_path, split_path):
 
 
 def read_coco_captions(path):
-    """COCO captions JSON (`images` with `id` and `file_name`, `annotations` with `image_id` and `caption`)."""
+    """COCO captions JSON, plain or gzip.
+
+    `images` with `id` and `file_name`, `annotations` with `image_id` and `caption`.
+    """
     path = Path(path)
     with reading(path):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_data_bytes(path).decode("utf-8"))
         except json.JSONDecodeError as error:
             raise SeqtasksError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
         except UnicodeDecodeError as error:

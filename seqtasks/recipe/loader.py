@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from seqtasks.errors import RecipeError
+from seqtasks.data.text_files import open_regular_file
+from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
 
@@ -28,9 +29,53 @@ _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # line of each key, printing an error) would pay for in time and memory.
 MAX_ALIASED_VALUES = 10_000
 
+# Characters of a string value that an error message quotes.
+_SHOWN_CHARACTERS = 40
+
+# Levels of mappings and lists a recipe may nest, the top-level mapping counted: the
+# deepest recipe key, a list such as model.backbone.filters, is on level 4. Checked
+# as the text is parsed, so no deeper document ever reaches the recursive composer.
+MAX_NESTING = 32
+
+# Bytes a recipe file may have; the built-in ones have about a kilobyte.
+MAX_RECIPE_BYTES = 1024 * 1024
+
 
 class _SafeLoader(yaml.SafeLoader):
-    """The safe loader, reading `1e-3` as a float as YAML 1.2 does (1.1 reads a string)."""
+    """The safe loader, reading `1e-3` as a float as YAML 1.2 does (1.1 reads a string).
+
+    It refuses nesting deeper than MAX_NESTING, and a scalar that its tag's
+    constructor cannot read (`seed: 2001-13-40`, an integer of 5000 digits)
+    is a YAML error with its line, not a Python exception.
+    """
+
+    def __init__(self, text, where):
+        super().__init__(text)
+        self.where = where
+        self.nesting = 0
+
+    def get_event(self):
+        event = super().get_event()
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            self.nesting += 1
+            if self.nesting > MAX_NESTING:
+                raise RecipeError(
+                    f"{self.where}: YAML nested more than {MAX_NESTING} levels deep "
+                    f"(line {event.start_mark.line + 1}); a recipe needs at most 4"
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            self.nesting -= 1
+        return event
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, AttributeError, OverflowError):
+            kind = node.tag.rpartition(":")[2]
+            shown = _describe(node.value) if isinstance(node, yaml.ScalarNode) else "the value"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {shown} as {kind}", node.start_mark
+            ) from None
 
 
 _SafeLoader.add_implicit_resolver(
@@ -48,7 +93,7 @@ def _yaml_load(text, where):
 
     `where` starts the error messages: the file, or the `--set` flag.
     """
-    loader = _SafeLoader(text)
+    loader = _SafeLoader(text, where)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -116,8 +161,12 @@ class _Sources:
         self.override_keys = override_keys
 
     def _override_of(self, dotted):
+        """The `--set` key that gave the value at `dotted`: the last one at or above it, else one below it."""
+        for key in reversed(self.override_keys):
+            if dotted == key or dotted.startswith(key + "."):
+                return key
         for key in self.override_keys:
-            if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
+            if key.startswith(dotted + "."):
                 return key
         return None
 
@@ -134,6 +183,8 @@ class _Sources:
 
     def error(self, dotted, message):
         key = self._override_of(dotted)
+        if key and dotted.startswith(key + "."):  # a field inside a section given whole
+            return RecipeError(f"--set {key}: {dotted}: {message}")
         if key:
             return RecipeError(f"--set {key}: {message}")
         line = self.key_lines.get(dotted)
@@ -152,8 +203,6 @@ def load_recipe(path, overrides=()):
         line = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise RecipeError(f"{path}: invalid YAML: {problem}{line}") from None
-    except RecursionError:
-        raise RecipeError(f"{path}: invalid YAML: nested too deeply") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -176,13 +225,16 @@ def dump_recipe(recipe):
 
 def _read(path):
     try:
-        return path.read_text(encoding="utf-8")
+        with open_regular_file(path, MAX_RECIPE_BYTES, "a recipe file") as handle:
+            return handle.read(MAX_RECIPE_BYTES + 1).decode("utf-8")
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file") from None
     except IsADirectoryError:
         raise RecipeError(f"{path}: is a folder, expected a recipe file") from None
     except UnicodeDecodeError as error:
         raise RecipeError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except SeqtasksError as error:  # not a regular file, or too big
+        raise RecipeError(str(error)) from None
     except OSError as error:
         raise RecipeError(f"{path}: cannot read: {error.strerror}") from None
 
@@ -196,8 +248,6 @@ def _parse_override(item):
         value, _ = _yaml_load(text, f"--set {key}")
     except yaml.YAMLError:
         value = text
-    except RecursionError:
-        raise RecipeError(f"--set {key}: nested too deeply") from None
     return key, value
 
 
@@ -276,11 +326,12 @@ def _build_recipe(raw, sources):
     if recipe.training.monitor not in spec_of_task.monitors:
         raise sources.error(
             "training.monitor",
-            f"expected one of {', '.join(spec_of_task.monitors)} for task {task}; got {recipe.training.monitor!r}",
+            f"expected one of {', '.join(spec_of_task.monitors)} for task {task}; "
+            f"got {_describe(recipe.training.monitor)}",
         )
     if not _NAME_PATTERN.match(recipe.name):
         raise sources.error(
-            "name", f"expected letters, digits, '.', '_' or '-' (a folder name); got {recipe.name!r}"
+            "name", f"expected letters, digits, '.', '_' or '-' (a folder name); got {_describe(recipe.name)}"
         )
     return recipe
 
@@ -335,6 +386,8 @@ def _convert(hint, value, dotted, metadata, sources):
         ):
             kind = "integers" if item_type is int else "strings"
             raise sources.error(dotted, f"expected a list of {kind}; got {_describe(value)}")
+        for item in value:
+            _check_bounds(item, metadata, dotted, sources, "entries of ")
         return list(value)
     if hint is bool:
         if not isinstance(value, bool):
@@ -358,13 +411,17 @@ def _convert(hint, value, dotted, metadata, sources):
         return value
     else:
         raise TypeError(f"unsupported recipe field type {hint} at {dotted}")
-    if "min" in metadata and value < metadata["min"]:
-        raise sources.error(dotted, f"expected at least {metadata['min']}; got {value}")
-    if "max" in metadata and value > metadata["max"]:
-        raise sources.error(dotted, f"expected at most {metadata['max']}; got {value}")
-    if "below" in metadata and value >= metadata["below"]:
-        raise sources.error(dotted, f"expected less than {metadata['below']}; got {value}")
+    _check_bounds(value, metadata, dotted, sources)
     return value
+
+
+def _check_bounds(value, metadata, dotted, sources, entries=""):
+    if "min" in metadata and value < metadata["min"]:
+        raise sources.error(dotted, f"expected {entries}at least {metadata['min']}; got {value}")
+    if "max" in metadata and value > metadata["max"]:
+        raise sources.error(dotted, f"expected {entries}at most {metadata['max']}; got {value}")
+    if "below" in metadata and value >= metadata["below"]:
+        raise sources.error(dotted, f"expected {entries}less than {metadata['below']}; got {value}")
 
 
 def _describe(value):
@@ -374,4 +431,9 @@ def _describe(value):
         return "true" if value else "false"  # as YAML spells them
     if isinstance(value, (dict, list)):
         return f"a {'mapping' if isinstance(value, dict) else 'list'}"
+    if isinstance(value, str):
+        first_line = value.split("\n", 1)[0]
+        if first_line != value or len(value) > _SHOWN_CHARACTERS:
+            # errors are printed and logged: a whole file read as one string is not repeated
+            return f"{first_line[:_SHOWN_CHARACTERS]!r}... ({len(value)} characters)"
     return f"{value!r}"

@@ -7,6 +7,8 @@ it; a test fails when the file and the schema disagree.
 import dataclasses
 import typing
 
+from seqtasks.data.text_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
+from seqtasks.recipe.loader import MAX_NESTING, MAX_RECIPE_BYTES
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
 
@@ -62,6 +64,8 @@ def _rows(cls, prefix):
             continue
         doc = f.metadata.get("doc", "").replace("|", "\\|")
         bounds = _bounds(f.metadata)
+        if bounds and typing.get_origin(hint) is list:
+            bounds = f"each {bounds}"
         kind = _type_name(hint) + (f" ({bounds})" if bounds else "")
         rows.append(f"| `{prefix}{f.name}` | {kind} | `{_default(f)}` | {doc} |")
     lines = []
@@ -80,6 +84,12 @@ def reference():
         "Generated from `seqtasks/recipe/schema.py` by `python -m seqtasks.recipe.reference`; do not edit by hand.",
         "Every key may be set in a recipe file or with `--set dotted.key=value`. Unknown keys, wrong types",
         "and values outside the bounds are errors naming the file, the key and the line.",
+        "",
+        f"A recipe file is a regular file of at most {describe_size(MAX_RECIPE_BYTES)}, nested at most "
+        f"{MAX_NESTING} levels deep. Data files",
+        f"(and `seqtasks predict --input`) are regular files, not devices or FIFOs, of at most "
+        f"{describe_size(MAX_DATA_FILE_BYTES)} of text",
+        f"(counted after gzip decompression) in lines of at most {describe_size(MAX_LINE_BYTES)}.",
         "",
         "## Top level and shared sections",
         "",

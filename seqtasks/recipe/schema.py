@@ -1,13 +1,26 @@
 """The recipe's typed sections.
 
 Field metadata carries the bounds the loader enforces: `min`, `max`, and
-`below` (an exclusive upper bound). A section's `check()` returns the
+`below` (an exclusive upper bound); those of a list hold for each entry.
+Every integer has an upper bound. A section's `check()` returns the
 cross-field problems as `(relative dotted path, message)` pairs. Every field's
 `doc` metadata is its documentation.
 """
 
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
+
+# Upper bounds of the integer fields, far above what a recipe needs: a slip (three
+# zeros too many) is an error when the recipe is loaded, not a crash mid-run.
+MAX_SEED = 2**32 - 1  # NumPy's and TensorFlow's seeds are 32-bit
+MAX_SIZE = 65_536  # embeddings, units, filters
+MAX_LAYERS = 64
+MAX_LENGTH = 10_000  # tokens or subwords of a sequence
+MAX_EXAMPLES = 10_000_000
+MAX_VOCAB = 1_000_000
+MAX_BATCH = 1_048_576
+MAX_EPOCHS = 100_000
+MAX_COLUMN = 1_000
 
 
 def spec(default, doc, **bounds):
@@ -24,8 +37,8 @@ def section(cls, doc):
 @dataclass
 class EncoderConfig:
     cell_type: Literal["lstm", "gru", "rnn"] = spec("lstm", "Recurrent cell of every encoder layer.")
-    units: int = spec(128, "State size of every encoder layer.", min=1)
-    num_layers: int = spec(1, "Number of stacked encoder layers.", min=1)
+    units: int = spec(128, "State size of every encoder layer.", min=1, max=MAX_SIZE)
+    num_layers: int = spec(1, "Number of stacked encoder layers.", min=1, max=MAX_LAYERS)
     bidirectional: bool = spec(False, "Whether every layer reads both directions.")
     merge_mode: Literal["concat", "sum", "ave", "mul"] = spec(
         "concat", "How bidirectional outputs are merged."
@@ -47,7 +60,7 @@ class AttentionConfig:
         "general", "Luong score function (ignored for Bahdanau)."
     )
     units: Optional[int] = spec(
-        None, "Hidden size of the Bahdanau and Luong concat scores (default: decoder units).", min=1
+        None, "Hidden size of the Bahdanau and Luong concat scores (default: decoder units).", min=1, max=MAX_SIZE
     )
     normalize: bool = spec(False, "Weight-normalised Bahdanau score.")
     scale: bool = spec(
@@ -58,8 +71,8 @@ class AttentionConfig:
 @dataclass
 class DecoderConfig:
     cell_type: Literal["lstm", "gru"] = spec("lstm", "Recurrent cell of every decoder layer.")
-    units: int = spec(128, "State size of every decoder layer.", min=1)
-    num_layers: int = spec(1, "Number of stacked decoder layers.", min=1)
+    units: int = spec(128, "State size of every decoder layer.", min=1, max=MAX_SIZE)
+    num_layers: int = spec(1, "Number of stacked decoder layers.", min=1, max=MAX_LAYERS)
     input_feeding: bool = spec(True, "Feed the previous attentional vector into each step (Luong).")
     dropout: float = spec(0.0, "Dropout between decoder layers and on the attentional vector.", min=0.0, below=1.0)
     combine: Literal["tanh", "residual"] = spec(
@@ -71,14 +84,14 @@ class DecoderConfig:
 
 @dataclass
 class DecodingConfig:
-    beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1)
+    beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1, max=1024)
     length_penalty: float = spec(0.0, "GNMT length penalty exponent alpha (0: none).", min=0.0)
-    max_length: int = spec(50, "Most tokens a decoded output may have.", min=1)
+    max_length: int = spec(50, "Most tokens a decoded output may have.", min=1, max=MAX_LENGTH)
 
 
 @dataclass
 class Seq2SeqModelConfig:
-    embedding_dim: int = spec(64, "Size of the source and target embeddings.", min=1)
+    embedding_dim: int = spec(64, "Size of the source and target embeddings.", min=1, max=MAX_SIZE)
     encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN encoder.")
     decoder: DecoderConfig = section(DecoderConfig, "The AttentionDecoder.")
     attention: AttentionConfig = section(AttentionConfig, "The decoder's attention.")
@@ -123,13 +136,13 @@ class Seq2SeqModelConfig:
 
 @dataclass
 class TrainingConfig:
-    epochs: int = spec(10, "Passes over the training data.", min=1)
-    batch_size: int = spec(64, "Global batch size (split across replicas).", min=1)
+    epochs: int = spec(10, "Passes over the training data.", min=1, max=MAX_EPOCHS)
+    batch_size: int = spec(64, "Global batch size (split across replicas).", min=1, max=MAX_BATCH)
     optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = spec("adam", "Optimizer.")
     learning_rate: float = spec(1e-3, "Learning rate.", min=1e-12)
     clipnorm: Optional[float] = spec(5.0, "Gradient norm clipping (null: none).", min=1e-12)
     early_stopping_patience: Optional[int] = spec(
-        None, "Epochs without a better `monitor` value before stopping (null: never).", min=1
+        None, "Epochs without a better `monitor` value before stopping (null: never).", min=1, max=MAX_EPOCHS
     )
     monitor: str = spec(
         "val_loss",
@@ -145,9 +158,12 @@ class TrainingConfig:
         "Save a checkpoint (weights, optimizer, position in the data) every this many steps, as well as "
         "at each epoch's end; a killed run resumes from the last one (null: at epochs' ends only).",
         min=1,
+        max=1_000_000_000,
     )
     keep_checkpoints: int = spec(
-        2, "Step checkpoints kept, the newest; the best weights are kept apart in checkpoints/best.weights.h5.", min=1
+        2, "Step checkpoints kept, the newest; the best weights are kept apart in checkpoints/best.weights.h5.",
+        min=1,
+        max=1000,
     )
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = spec(
         "float32",
@@ -163,6 +179,7 @@ class EvaluationConfig:
         "Inputs per batch when evaluating after training and in `seqtasks eval`: decoding, tagging, "
         "classifying (training.batch_size is for fit and its validation passes).",
         min=1,
+        max=MAX_BATCH,
     )
 
 
@@ -195,10 +212,10 @@ class DistributeConfig:
 
 @dataclass
 class ToyDataConfig:
-    train_size: int = spec(4000, "Generated training examples.", min=1)
-    validation_size: int = spec(400, "Generated validation examples.", min=1)
-    min_length: int = spec(3, "Shortest digit sequence.", min=1)
-    max_length: int = spec(10, "Longest digit sequence.", min=1)
+    train_size: int = spec(4000, "Generated training examples.", min=1, max=MAX_EXAMPLES)
+    validation_size: int = spec(400, "Generated validation examples.", min=1, max=MAX_EXAMPLES)
+    min_length: int = spec(3, "Shortest digit sequence.", min=1, max=MAX_LENGTH)
+    max_length: int = spec(10, "Longest digit sequence.", min=1, max=MAX_LENGTH)
     num_symbols: int = spec(10, "Distinct digits (0 to num_symbols - 1).", min=2, max=10)
 
     def check(self):
@@ -216,18 +233,19 @@ class TranslationDataConfig:
         path=True,
     )
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
-    source_column: int = spec(1, "0-based column of the source sentence.", min=0)
-    target_column: int = spec(0, "0-based column of the target sentence.", min=0)
+    source_column: int = spec(1, "0-based column of the source sentence.", min=0, max=MAX_COLUMN)
+    target_column: int = spec(0, "0-based column of the target sentence.", min=0, max=MAX_COLUMN)
     encoding: str = spec("utf-8", "Text encoding of the file.")
-    validation_size: int = spec(2000, "Pairs split off for validation (by source sentence).", min=1)
+    validation_size: int = spec(2000, "Pairs split off for validation (by source sentence).", min=1, max=MAX_EXAMPLES)
     max_length: int = spec(
         40,
         "Training pairs with more subwords on either side are left out; served inputs are "
         "truncated to this many subwords.",
         min=1,
+        max=MAX_LENGTH,
     )
-    source_vocab_size: int = spec(8000, "Target size of the source WordPiece vocabulary.", min=10)
-    target_vocab_size: int = spec(8000, "Target size of the target WordPiece vocabulary.", min=10)
+    source_vocab_size: int = spec(8000, "Target size of the source WordPiece vocabulary.", min=10, max=MAX_VOCAB)
+    target_vocab_size: int = spec(8000, "Target size of the target WordPiece vocabulary.", min=10, max=MAX_VOCAB)
     lower_case: bool = spec(True, "Case-fold both sides before tokenizing.")
 
     def check(self):
@@ -256,7 +274,9 @@ class TextClassificationDataConfig:
     validation_path: str = spec(
         "", "Validation data in the same format (empty: split validation_size examples off path).", path=True
     )
-    validation_size: int = spec(1000, "Examples split off for validation when there is no validation_path.", min=1)
+    validation_size: int = spec(
+        1000, "Examples split off for validation when there is no validation_path.", min=1, max=MAX_EXAMPLES
+    )
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
     text_column: str = spec("text", "CSV column holding the text.")
     label_column: str = spec("label", "CSV column holding the label.")
@@ -272,8 +292,8 @@ class TextClassificationDataConfig:
     encoding: str = spec("utf-8", "Text encoding of the files.")
     lower_case: bool = spec(True, "Case-fold texts before tokenizing.")
     strip_html: bool = spec(False, "Replace HTML tags such as <br /> by spaces (IMDB reviews).")
-    vocab_size: int = spec(8000, "Target size of the WordPiece vocabulary.", min=10)
-    max_length: int = spec(200, "Subwords kept per text, in training and serving.", min=1)
+    vocab_size: int = spec(8000, "Target size of the WordPiece vocabulary.", min=10, max=MAX_VOCAB)
+    max_length: int = spec(200, "Subwords kept per text, in training and serving.", min=1, max=MAX_LENGTH)
     keep: Literal["first", "last"] = spec(
         "first", "Which subwords of a longer text are kept: the first or the last max_length."
     )
@@ -297,7 +317,7 @@ class TextClassificationDataConfig:
 
 @dataclass
 class TextClassifierModelConfig:
-    embedding_dim: int = spec(128, "Size of the subword embeddings.", min=1)
+    embedding_dim: int = spec(128, "Size of the subword embeddings.", min=1, max=MAX_SIZE)
     embedding_dropout: float = spec(0.0, "Dropout on the embeddings.", min=0.0, below=1.0)
     encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN reading the text.")
     pooling: Literal["last", "attention"] = spec(
@@ -305,7 +325,7 @@ class TextClassifierModelConfig:
         "What the classifier reads: the final states at the last real step (both directions "
         "when bidirectional) or an attention-weighted average of all states.",
     )
-    attention_units: int = spec(64, "Size of the attention pooling's query and hidden layer.", min=1)
+    attention_units: int = spec(64, "Size of the attention pooling's query and hidden layer.", min=1, max=MAX_SIZE)
     dropout: float = spec(0.0, "Dropout before the classifier.", min=0.0, below=1.0)
 
 
@@ -318,10 +338,14 @@ class TaggingDataConfig:
     validation_path: str = spec(
         "", "Validation sentences in the same format (empty: split validation_size sentences off path).", path=True
     )
-    validation_size: int = spec(500, "Sentences split off for validation when there is no validation_path.", min=1)
+    validation_size: int = spec(
+        500, "Sentences split off for validation when there is no validation_path.", min=1, max=MAX_EXAMPLES
+    )
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
-    token_column: int = spec(0, "0-based column of the token.", min=0)
-    tag_column: int = spec(-1, "Column of the tag; negative counts from the end (-1: the last).")
+    token_column: int = spec(0, "0-based column of the token.", min=0, max=MAX_COLUMN)
+    tag_column: int = spec(
+        -1, "Column of the tag; negative counts from the end (-1: the last).", min=-MAX_COLUMN, max=MAX_COLUMN
+    )
     scheme: Literal["iob1", "iob2"] = spec(
         "iob2", "Tag scheme of the files; 'iob1' (CoNLL-2003) is converted to IOB2 when read."
     )
@@ -329,9 +353,9 @@ class TaggingDataConfig:
     lower_case: bool = spec(
         True, "Look words up lower-cased, with digits as 0 (case and digits still reach the model as features)."
     )
-    min_word_count: int = spec(1, "Training words seen fewer times are [UNK].", min=1)
-    max_word_length: int = spec(20, "Characters of each word read by the character features.", min=1)
-    max_length: int = spec(200, "Tokens tagged per served sentence; later tokens are cut off.", min=1)
+    min_word_count: int = spec(1, "Training words seen fewer times are [UNK].", min=1, max=MAX_EXAMPLES)
+    max_word_length: int = spec(20, "Characters of each word read by the character features.", min=1, max=1000)
+    max_length: int = spec(200, "Tokens tagged per served sentence; later tokens are cut off.", min=1, max=MAX_LENGTH)
 
     def check(self):
         if not self.path:
@@ -343,14 +367,14 @@ class TaggingDataConfig:
 
 @dataclass
 class TaggerModelConfig:
-    word_embedding_dim: int = spec(100, "Size of the word embeddings.", min=1)
+    word_embedding_dim: int = spec(100, "Size of the word embeddings.", min=1, max=MAX_SIZE)
     word_dropout: float = spec(
         0.0, "Probability of reading a training word as [UNK], so the model learns to use spelling.",
         min=0.0, below=1.0,
     )
-    char_embedding_dim: int = spec(30, "Size of the character embeddings.", min=1)
-    char_filters: int = spec(50, "Character CNN filters (0: no character features).", min=0)
-    char_kernel_size: int = spec(3, "Characters each character filter reads.", min=1)
+    char_embedding_dim: int = spec(30, "Size of the character embeddings.", min=1, max=MAX_SIZE)
+    char_filters: int = spec(50, "Character CNN filters (0: no character features).", min=0, max=MAX_SIZE)
+    char_kernel_size: int = spec(3, "Characters each character filter reads.", min=1, max=1000)
     casing: bool = spec(True, "Give each word a one-hot casing feature (lower, UPPER, Title, digits, mixed).")
     encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN over the words; bidirectional for tagging.")
     dropout: float = spec(0.5, "Dropout on the word features and on the encoder outputs.", min=0.0, below=1.0)
@@ -378,15 +402,17 @@ class CaptioningDataConfig:
     )
     images: str = spec("", "Folder holding the image files the captions name.", path=True)
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
-    max_train_images: int = spec(0, "Use only the first this many training images (0: all).", min=0)
-    max_validation_images: int = spec(0, "Use only the first this many validation images (0: all).", min=0)
+    max_train_images: int = spec(0, "Use only the first this many training images (0: all).", min=0, max=MAX_EXAMPLES)
+    max_validation_images: int = spec(
+        0, "Use only the first this many validation images (0: all).", min=0, max=MAX_EXAMPLES
+    )
     lower_case: bool = spec(True, "Case-fold captions.")
     strip_punctuation: bool = spec(
         True, "Replace punctuation and symbols in captions by spaces (training and references alike)."
     )
-    vocab_size: int = spec(5000, "Target size of the WordPiece vocabulary of the captions.", min=10)
+    vocab_size: int = spec(5000, "Target size of the WordPiece vocabulary of the captions.", min=10, max=MAX_VOCAB)
     max_length: int = spec(
-        40, "Training captions with more subwords (plus [START] or [END]) are left out.", min=2
+        40, "Training captions with more subwords (plus [START] or [END]) are left out.", min=2, max=MAX_LENGTH
     )
     feature_cache: str = spec(
         "",
@@ -423,10 +449,13 @@ class BackboneConfig:
         "imagenet", "'application': ImageNet weights (downloaded once by Keras) or random ones."
     )
     image_size: int = spec(
-        224, "Square input size images are resized to ('cnn', 'application'; a file gives its own).", min=8
+        224, "Square input size images are resized to ('cnn', 'application'; a file gives its own).", min=8, max=4096
     )
     filters: list[int] = spec(
-        [32, 64, 128], "'cnn': filters of each 3x3 convolution + 2x2 max pooling stage."
+        [32, 64, 128],
+        "'cnn': filters of each 3x3 convolution + 2x2 max pooling stage; each stage halves the image, "
+        "so image_size 2^n allows n stages.",
+        max=MAX_SIZE,
     )
     fine_tune_from: str = spec(
         "",
@@ -440,6 +469,11 @@ class BackboneConfig:
             return [("fine_tune_from", "only for a 'file' or 'application' backbone; the 'cnn' trains entirely")]
         if self.type == "file" and not self.path:
             return [("path", "required for a 'file' backbone: the .keras model")]
+        stages = self.image_size.bit_length() - 1  # halvings that leave at least one pixel
+        if self.type == "cnn" and len(self.filters) > stages:
+            return [
+                ("filters", f"image_size {self.image_size} allows at most {stages} stages; got {len(self.filters)}")
+            ]
         if self.type == "cnn" and (not self.filters or any(f < 1 for f in self.filters)):
             return [("filters", f"expected a list of positive filter counts; got {self.filters}")]
         return []
@@ -448,7 +482,7 @@ class BackboneConfig:
 @dataclass
 class CaptionerModelConfig:
     backbone: BackboneConfig = section(BackboneConfig, "The image encoder giving the feature grid.")
-    embedding_dim: int = spec(256, "Size of the word embeddings.", min=1)
+    embedding_dim: int = spec(256, "Size of the word embeddings.", min=1, max=MAX_SIZE)
     feature_dropout: float = spec(0.0, "Dropout on the grid features while training.", min=0.0, below=1.0)
     decoder: DecoderConfig = section(DecoderConfig, "The AttentionDecoder writing the caption.")
     attention: AttentionConfig = section(
@@ -473,7 +507,7 @@ class Recipe:
     task: str = spec("", "The task to run; see `seqtasks recipes` and the task table.")
     name: str = spec("", "Run and export folder name (default: the recipe file's stem).")
     description: str = spec("", "One line shown by `seqtasks recipes`.")
-    seed: int = spec(0, "Seed of data splits, shuffling and weight initialisation.", min=0)
+    seed: int = spec(0, "Seed of data splits, shuffling and weight initialisation.", min=0, max=MAX_SEED)
     data: Any = spec(None, "Task-specific data section.")
     model: Any = spec(None, "Task-specific model section.")
     training: TrainingConfig = section(TrainingConfig, "Optimisation and fit settings.")
