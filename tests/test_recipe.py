@@ -68,6 +68,23 @@ def test_data_paths_resolve_against_the_recipe_folder_or_the_current_one(tmp_pat
     assert load_recipe("recipes/x.yaml").data.path == str(tmp_path / "data" / "pairs.tsv")
 
 
+def test_the_export_directory_resolves_like_data_paths_and_defaults_to_saved_models_here(tmp_path, monkeypatch):
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    plain = write(folder, "task: toy\n")
+    assert load_recipe(plain).export.directory == str(work / "saved_models")
+    placed = write(folder, "task: toy\nexport:\n  directory: ../exports\n", name="placed.yaml")
+    assert load_recipe(placed).export.directory == str(tmp_path / "exports")
+    assert load_recipe(placed, ["export.directory=mine"]).export.directory == str(work / "mine")
+    # The merged recipe of a run folder keeps the folder it resolved to, wherever it is loaded from.
+    saved = write(tmp_path, dump_recipe(load_recipe(plain)), name="merged.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert load_recipe(saved).export.directory == str(work / "saved_models")
+
+
 def test_translation_needs_a_data_path(tmp_path):
     assert "x.yaml: data.path: required: the file of sentence pairs" in error_of(
         write(tmp_path, "task: translation\n")

@@ -7,6 +7,7 @@ cross-field problems as `(relative dotted path, message)` pairs. Every field's
 `doc` metadata is its documentation.
 """
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -187,9 +188,16 @@ class EvaluationConfig:
 class ExportConfig:
     enabled: bool = spec(True, "Export a SavedModel after training.")
     directory: str = spec(
-        "saved_models",
-        "Export root; the model goes to <directory>/<recipe name>/<version>/.",
+        "",
+        "Export root; the model goes to <directory>/<recipe name>/<version>/. A relative path in a "
+        "recipe file starts at the recipe's folder, like data paths; with --set, at the current folder. "
+        "Empty: saved_models/ in the current folder.",
+        path=True,
     )
+
+    def __post_init__(self):
+        if not self.directory:
+            self.directory = os.path.abspath("saved_models")
 
 
 @dataclass
