@@ -47,8 +47,13 @@ def resolve_recipe(recipe):
 
 @click.group()
 @click.version_option(__version__, prog_name="seqtasks")
-def main():
+@click.option("--verbose", is_flag=True, help="Show TensorFlow's start-up and C++ log lines, hidden by default.")
+def main(verbose):
     """Sequence tasks with RNN encoder-decoders and attention, from recipes."""
+    if not verbose:
+        from seqtasks.quiet import quiet_tensorflow
+
+        quiet_tensorflow()
 
 
 def _overrides_option(text):
@@ -97,19 +102,24 @@ _OVERRIDES = _overrides_option(
 _CHECKPOINT = click.option(
     "--checkpoint",
     default=None,
-    metavar="final|best|latest|FILE",
-    help="The weights to use: the final model (default when the run finished), the best or the latest "
-    "checkpoint (default when it did not), or a .weights.h5 file.",
+    metavar="final|best|latest|STEP|FILE",
+    help="The weights to use: the final model (the default; only a finished run has one), the best or the "
+    "latest checkpoint, the kept checkpoint of training step STEP, or a .weights.h5 file.",
 )
 
 
 def _open_run(target, output_dir, overrides):
     """The `Runner` of the run folder `target` names (a run folder, or a recipe's newest finished run)."""
-    from seqtasks.run_folders import find_run
+    from seqtasks.run_folders import find_run, newer_unfinished_runs
     from seqtasks.runner import Runner
 
     run_dir = find_run(target, output_dir, resolve_recipe)
-    click.echo(f"Run folder: {run_dir}")
+    if Path(target).is_dir():
+        click.echo(f"Run folder: {run_dir}")
+    else:
+        click.echo(f"Run folder: {run_dir} (the newest finished run of {target})")
+        for folder in newer_unfinished_runs(run_dir):
+            click.echo(f"  skipped {folder}: it has not finished (give its folder and --checkpoint to use it)")
     return Runner.open(run_dir, overrides, log=click.echo)
 
 
@@ -153,17 +163,22 @@ def evaluate(target, data_path, overrides, checkpoint, output_dir):
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @_OVERRIDES
 @_CHECKPOINT
-def export(run_dir, overrides, checkpoint):
+@click.option(
+    "--force", is_flag=True, help="Export a new version even if the newest one has the same weights and recipe."
+)
+def export(run_dir, overrides, checkpoint, force):
     """Export RUN_DIR's model as a SavedModel again, from its final model or a checkpoint.
 
     The SavedModel goes to the next version folder of
     <export.directory>/<recipe name>/, as after training; `--set
-    export.directory=DIR` puts it elsewhere.
+    export.directory=DIR` puts it elsewhere. When the newest version there has
+    the same weights and recipe, nothing is exported (unless --force) and its
+    folder is printed.
     """
     try:
         if not Path(run_dir).is_dir():
             raise SeqtasksError(f"{run_dir}: no such run folder")
-        exported = _open_run(run_dir, None, overrides).export(checkpoint)
+        exported = _open_run(run_dir, None, overrides).export(checkpoint, force)
     except SeqtasksError as error:
         raise UserError(str(error)) from None
     click.echo(f"SavedModel: {exported}")
@@ -183,7 +198,9 @@ def export(run_dir, overrides, checkpoint):
 def predict(saved_model, inputs, input_file, batch_size, as_json):
     """Run an exported SAVED_MODEL on INPUTS (texts, or image files for captioning) and print its outputs.
 
-    One line per input: the translation, caption or label; `token/TAG` pairs for NER.
+    SAVED_MODEL is a version folder, or a base folder of numbered versions
+    (as TensorFlow Serving is given), whose newest version is used. One line
+    per input: the translation, caption or label; `token/TAG` pairs for NER.
     """
     from seqtasks.predict import Predictor, read_inputs
 
@@ -194,6 +211,8 @@ def predict(saved_model, inputs, input_file, batch_size, as_json):
             raise SeqtasksError("nothing to predict: give inputs as arguments or with --input FILE")
         items = list(inputs) if inputs else read_inputs(input_file)
         predictor = Predictor.load(saved_model)
+        if predictor.path != Path(saved_model):
+            click.echo(f"SavedModel: {predictor.path} (the newest version)", err=True)
         for line in predictor.lines(items, batch_size, as_json):
             click.echo(line)
     except SeqtasksError as error:

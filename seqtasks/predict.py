@@ -2,9 +2,12 @@
 
 import json
 import sys
-from pathlib import Path
 
 from seqtasks.errors import SeqtasksError
+
+# The first bytes of the image files an export reads: JPEG, PNG, BMP.
+IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM")
+MAX_IMAGE_BYTES = 64 * 1024**2
 
 
 def read_inputs(path):
@@ -22,25 +25,28 @@ class Predictor:
 
     The task table (`seqtasks.recipe.task_table`) tells which task's export it
     is, by its input and output names, and so which output a line shows.
+    `path` is the SavedModel's folder.
     """
 
-    def __init__(self, loaded, serve, input_name, spec=None):
+    def __init__(self, loaded, serve, input_name, spec=None, path=None):
         self.loaded = loaded  # the signature needs the loaded object alive
         self.serve = serve
         self.input_name = input_name
         self.spec = spec
+        self.path = path
 
     @classmethod
     def load(cls, path):
+        """The SavedModel at `path`: a version folder, or a base folder whose newest version is loaded."""
+        from seqtasks.export import saved_model_folder
+
+        path = saved_model_folder(path)
         import tensorflow as tf
 
         try:
             import tensorflow_text  # noqa: F401 - registers the tokenizers' ops
         except ImportError:
             pass
-        path = Path(path)
-        if not (path / "saved_model.pb").is_file():
-            raise SeqtasksError(f"{path}: not a SavedModel folder (no saved_model.pb)")
         try:
             loaded = tf.saved_model.load(str(path))
         except (OSError, ValueError, tf.errors.OpError) as error:
@@ -51,25 +57,17 @@ class Predictor:
         names = list(serve.structured_input_signature[1])
         if len(names) != 1 or names[0] not in ("text", "image"):
             raise SeqtasksError(f"{path}: expected one input named text or image; the model takes {names}")
-        return cls(loaded, serve, names[0], _task_of(names[0], set(serve.structured_outputs)))
+        return cls(loaded, serve, names[0], _task_of(names[0], set(serve.structured_outputs)), path)
 
     def _tensor(self, items):
         import tensorflow as tf
 
         if self.input_name == "text":
             return tf.constant(items, tf.string)
-        data = []
-        for item in items:
-            try:
-                data.append(Path(item).read_bytes())
-            except FileNotFoundError:
-                raise SeqtasksError(f"{item}: no such image file") from None
-            except OSError as error:
-                raise SeqtasksError(f"{item}: cannot read: {error.strerror}") from None
-        return tf.constant(data, tf.string)
+        return tf.constant([read_image(item) for item in items], tf.string)
 
     def outputs(self, items):
-        """The signature's outputs for `items` as NumPy arrays; an unreadable image is named in the error."""
+        """The signature's outputs for `items` as NumPy arrays; an image the model refuses is named in the error."""
         import tensorflow as tf
 
         try:
@@ -79,7 +77,7 @@ class Predictor:
                 for item in items:  # find the one that failed
                     self.outputs([item])
             what = f"{items[0]}: " if self.input_name == "image" and len(items) == 1 else ""
-            raise SeqtasksError(f"{what}the model rejected the input: {error.message.splitlines()[0]}") from None
+            raise SeqtasksError(f"{what}the model rejected the input: {failure_reason(error.message)}") from None
 
     def lines(self, items, batch_size, as_json=False):
         """One printable line per input, in order, batch by batch."""
@@ -99,6 +97,42 @@ class Predictor:
                 outputs = self.outputs(batch)
                 for index in range(len(batch)):
                     yield _json_line(outputs, index) if as_json else _text_line(self.spec, outputs, index)
+
+
+def read_image(path):
+    """The bytes of the image file `path`, if it starts as a JPEG, PNG or BMP file does."""
+    from seqtasks.regular_files import open_regular_file
+
+    try:
+        with open_regular_file(path, MAX_IMAGE_BYTES, "an image") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise SeqtasksError(f"{path}: no such image file") from None
+    except OSError as error:
+        raise SeqtasksError(f"{path}: cannot read: {error.strerror}") from None
+    if not data:
+        raise SeqtasksError(f"{path}: empty file, not an image")
+    if not data.startswith(IMAGE_SIGNATURES):
+        raise SeqtasksError(f"{path}: not a decodable image (JPEG, PNG or BMP expected)")
+    return data
+
+
+def failure_reason(message):
+    """The line of a TensorFlow error message that says what went wrong, not where.
+
+    A graph's error starts `Graph execution error:`, then where the failing
+    operation was defined, then the reason, then the node: `\t [[{{node ...}}]]`.
+    """
+    lines = message.splitlines()
+    reason = lines[0] if lines else message
+    for index, line in enumerate(lines[1:], start=1):
+        if line.lstrip().startswith("[[{{node") and lines[index - 1].strip():
+            reason = lines[index - 1].strip()
+            break
+    # The exports' own checks (tf.debugging.Assert) wrap their message so.
+    if reason.startswith("assertion failed: [") and reason.endswith("]"):
+        reason = reason[len("assertion failed: [") : -1]
+    return reason
 
 
 def _task_of(input_name, outputs):
@@ -121,6 +155,17 @@ def _text_line(spec, outputs, index):
 
 
 def _json_line(outputs, index):
+    return json.dumps(plain_outputs(outputs, index), ensure_ascii=False)
+
+
+def plain_outputs(outputs, index):
+    """Input `index`'s outputs as plain Python values, without padding.
+
+    NER's `tokens` and `tags` come padded with empty strings to the longest
+    input of the batch; a token is never empty, so the row is cut at its
+    first empty token.
+    """
+
     def plain(value):
         if isinstance(value, bytes):
             return value.decode()
@@ -130,4 +175,11 @@ def _json_line(outputs, index):
             return [plain(item) for item in value]
         return value
 
-    return json.dumps({key: plain(value[index]) for key, value in outputs.items()}, ensure_ascii=False)
+    row = {key: plain(value[index]) for key, value in outputs.items()}
+    tokens = row.get("tokens")
+    if isinstance(tokens, list):
+        length = tokens.index("") if "" in tokens else len(tokens)
+        for key, value in list(row.items()):
+            if isinstance(value, list) and len(value) == len(tokens):
+                row[key] = value[:length]
+    return row

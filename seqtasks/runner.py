@@ -8,6 +8,9 @@ its final model or a checkpoint. The CLI, the tests and the benchmarks all
 go through here.
 """
 
+import dataclasses
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -35,22 +38,28 @@ class Runner:
     def start(cls, recipe, output_dir="runs", fresh=False, log=print):
         """The run folder to train `recipe` in: its newest unfinished one (unless `fresh`), else a new one.
 
-        A new folder gets the merged recipe as `recipe.yaml`. The distribution
-        strategy is made first, before any other TensorFlow work, as
-        multi-worker collectives require.
+        The recipe's data files are checked first (`check_inputs`), so a
+        mistake there leaves no run folder behind. A new folder gets the
+        merged recipe as `recipe.yaml`. The folder is locked for this process
+        (`seqtasks.run_folders.lock_run`): a second process resuming the same
+        run is refused. The distribution strategy is made before any other
+        TensorFlow work, as multi-worker collectives require.
         """
         from seqtasks.distribute import make_strategy
         from seqtasks.io_utils import make_run_dir, write_text_atomic
         from seqtasks.recipe import dump_recipe
-        from seqtasks.run_folders import unfinished_run
+        from seqtasks.run_folders import lock_run, unfinished_run
 
+        check_inputs(recipe)
         make_strategy(recipe.distribute)
         text = dump_recipe(recipe)
         run_dir = None if fresh else unfinished_run(output_dir, recipe.name, text)
         if run_dir is not None:
+            lock_run(run_dir)
             log(f"Resuming the unfinished run in {run_dir} (--fresh starts a new one)")
         else:
             run_dir = make_run_dir(output_dir, recipe.name, time.strftime("%Y%m%d-%H%M%S"))
+            lock_run(run_dir)
             write_text_atomic(run_dir / "recipe.yaml", text)
         log(f"Run folder: {run_dir}")
         return cls(recipe, run_dir, log)
@@ -87,7 +96,7 @@ class Runner:
         metrics.update(task.training_metrics(train, validation, history))
         metrics.update(self._evaluate(model, validation, self.run_dir))
         if self.recipe.export.enabled:
-            exported = self._export(model)
+            exported = self._export(model, "final", metrics)
             if exported is not None:  # None on the workers of a multi-worker run: the chief exports
                 metrics["export"] = str(exported)
         metrics["seconds"] = round(time.time() - started, 1)
@@ -99,12 +108,14 @@ class Runner:
 
         On the validation split the outputs replace the run folder's own; for
         a file they go to `RUN/eval/<file name>/` with its `metrics.json`.
-        `checkpoint` is `final`, `best`, `latest` or a weights file (see
-        `seqtasks.run_folders.checkpoint_file`).
+        `checkpoint` is `final`, `best`, `latest`, a step or a weights file
+        (see `seqtasks.run_folders.checkpoint_file`); a run that did not
+        finish has no default.
         """
         from seqtasks.io_utils import write_json_atomic
-        from seqtasks.run_folders import eval_folder
+        from seqtasks.run_folders import checkpoint_file, eval_folder
 
+        checkpoint_file(self.run_dir, checkpoint)  # a run that did not finish is refused before any work
         if data_path is None:
             _, examples = self.task.read_splits()
             return self._evaluate(self.load_model(checkpoint), examples, self.run_dir)
@@ -119,9 +130,13 @@ class Runner:
         write_json_atomic(out_dir / "metrics.json", {"data": str(Path(data_path).resolve()), **metrics})
         return metrics
 
-    def export(self, checkpoint=None):
-        """Writes the run's model as the next SavedModel version under `export.directory`; returns its folder."""
-        return self._export(self.load_model(checkpoint))
+    def export(self, checkpoint=None, force=False):
+        """Writes the run's model as a new SavedModel version under `export.directory`; returns its folder.
+
+        Weights and recipe identical to the newest version's export nothing
+        (the newest version's folder is returned) unless `force`.
+        """
+        return self._export(self.load_model(checkpoint), checkpoint, force=force)
 
     def load_model(self, checkpoint=None):
         """The run's model: `model/model.keras` in safe mode, or the task's model with a checkpoint's weights.
@@ -156,18 +171,104 @@ class Runner:
         return model
 
     def _evaluate(self, model, examples, out_dir):
-        evaluation = self.task.evaluate(model, examples, Path(out_dir))
+        from seqtasks.evaluation_summaries import record_evaluation
+
+        # The metrics and figures go to TensorBoard too (RUN/logs/evaluation, RUN/logs/eval/<file name>).
+        evaluation = record_evaluation(
+            self.run_dir, out_dir, model, lambda: self.task.evaluate(model, examples, Path(out_dir))
+        )
         for line in evaluation.report:
             self.log(line)
         return evaluation.metrics
 
-    def _export(self, model):
-        """The SavedModel of the task's serving module; its folder (None on a worker that is not the chief)."""
-        from seqtasks.export import export_saved_model
+    def _export(self, model, checkpoint=None, metrics=None, force=False):
+        """Publishes the task's serving module as a new SavedModel version; its folder (None on a non-chief worker).
 
+        `checkpoint` is the `--checkpoint` value the weights came from;
+        `metrics` are those of these weights when known (at the end of
+        training), else a finished run's `metrics.json` describes its final
+        model. The version's `assets.extra/` gets the recipe, the sources, the
+        metrics and a model card (`seqtasks.model_card`). Weights and recipe
+        identical to the newest version's export nothing unless `force`.
+        """
+        import json
+        from dataclasses import replace
+
+        from seqtasks.export import describe_signature, export_saved_model, unchanged_export, weights_sha256
+        from seqtasks.model_card import Source, audit_files, identity_files
+        from seqtasks.recipe import load_recipe
+        from seqtasks.run_folders import checkpoint_file
+
+        weights = weights_sha256(model.weights)
+        directory, name = self.recipe.export.directory, self.recipe.name
+        if not force and (same := unchanged_export(directory, name, identity_files(self.recipe, weights), self.log)):
+            return same  # found before the serving function is traced
         server = self.task.serving_module(model)
         check_serving_signature(server.serve, self.task.spec)
-        return export_saved_model(server, server.serve, self.recipe.export.directory, self.recipe.name)
+        run_dir = self.run_dir.resolve()
+        if checkpoint in (None, "final"):
+            label, weights_file = "final", run_dir / "model" / "model.keras"
+        else:
+            weights_file = Path(checkpoint_file(run_dir, checkpoint)).resolve()
+            digits = str(checkpoint).isdigit()
+            label = checkpoint if checkpoint in ("best", "latest") else f"step {int(checkpoint)}" if digits else "file"
+        if metrics is None and label == "final":
+            try:
+                metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                metrics = None
+        try:
+            differs = replace(load_recipe(run_dir / "recipe.yaml"), export=None) != replace(self.recipe, export=None)
+        except (OSError, SeqtasksError):
+            differs = False
+        source = Source(str(run_dir), label, str(weights_file), weights)
+        extras = audit_files(self.recipe, describe_signature(server.serve), source, metrics, differs)
+        return export_saved_model(server, server.serve, directory, name, extras, force, self.log)
+
+
+def check_inputs(recipe):
+    """Raises `SeqtasksError` naming the first file or folder the recipe reads that is missing or unusable.
+
+    Data files must be readable regular files (not a folder, a device or a
+    pipe); `data.images` and the sentiment `folders` format name folders,
+    and the `lines` format one file per label, `<path>.<label>`.
+    """
+    for path, expected in _inputs(recipe):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise SeqtasksError(f"{path}: no such data {expected}") from None
+        except OSError as error:
+            raise SeqtasksError(f"{path}: cannot read: {error.strerror}") from None
+        if expected == "folder" and not stat.S_ISDIR(mode):
+            raise SeqtasksError(f"{path}: not a folder, expected a folder of data files")
+        if expected == "file" and stat.S_ISDIR(mode):
+            raise SeqtasksError(f"{path}: is a folder, expected a data file")
+        if expected == "file" and not stat.S_ISREG(mode):
+            raise SeqtasksError(f"{path}: not a regular file")
+        if not os.access(path, os.R_OK | (os.X_OK if expected == "folder" else 0)):
+            raise SeqtasksError(f"{path}: cannot read: permission denied")
+
+
+def _inputs(recipe):
+    """`(path, "file" or "folder")` for what the recipe's task reads."""
+    data = recipe.data
+    if dataclasses.is_dataclass(data):
+        layout = getattr(data, "format", None)
+        for field in dataclasses.fields(data):
+            value = getattr(data, field.name)
+            # feature_cache is written, not read.
+            if not field.metadata.get("path") or not value or field.name == "feature_cache":
+                continue
+            if field.name == "images" or layout == "folders":
+                yield value, "folder"
+            elif layout == "lines":
+                yield from ((f"{value}.{label}", "file") for label in data.labels)
+            else:
+                yield value, "file"
+    backbone = getattr(recipe.model, "backbone", None)
+    if backbone is not None and backbone.type == "file" and backbone.path:
+        yield backbone.path, "file"
 
 
 def check_serving_signature(serve, spec):

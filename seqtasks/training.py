@@ -1,7 +1,6 @@
 """Optimizer, callbacks and the `fit` call shared by every task."""
 
 import contextlib
-import sys
 import warnings
 from pathlib import Path
 
@@ -31,6 +30,28 @@ def _time_limit(minutes, checkpoints):
     return TimeLimit()
 
 
+def _stop_on_divergence(config, checkpoints):
+    import math
+
+    import keras
+
+    from seqtasks.errors import SeqtasksError
+
+    class StopOnDivergence(keras.callbacks.Callback):
+        """Ends training at the first step whose loss is not finite, before that step is checkpointed."""
+
+        def on_train_batch_end(self, batch, logs=None):
+            loss = (logs or {}).get("loss")
+            if loss is not None and not math.isfinite(float(loss)):
+                raise SeqtasksError(
+                    f"training diverged: the loss is {float(loss)} at step {checkpoints.steps + 1} (epoch "
+                    f"{checkpoints.epoch + 1}); no model was saved or exported (try a lower "
+                    f"training.learning_rate than {config.learning_rate})"
+                )
+
+    return StopOnDivergence()
+
+
 def fit(model, train_data, validation_data, config, run_dir, state=None):
     """Trains with `model.fit`, with checkpoints to resume from, logging to TensorBoard; keeps the best weights.
 
@@ -41,12 +62,15 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     weights with the best `config.monitor` value (the lowest validation loss
     by default; the highest accuracy for an accuracy) are restored into the
     model before returning the Keras history of the whole run, with
-    `batches_seen`, the training steps run, and `train_seconds`.
+    `batches_seen`, the training steps run, and `train_seconds`. A loss that
+    is not finite ends training with a `SeqtasksError`, the checkpoints from
+    before it untouched.
     """
     import keras
 
     from seqtasks.checkpoints import BEST_FILE, TrainingCheckpoints
     from seqtasks.data.batching import training_position
+    from seqtasks.training_progress import progress_callback
 
     run_dir = Path(run_dir)
     mode = "min" if config.monitor.endswith("loss") else "max"
@@ -67,7 +91,10 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
         state=state,
         early_stopping=early_stopping,
     )
-    callbacks += [checkpoints, keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs"))]
+    # First, so that no other callback sees (or checkpoints) a diverged step.
+    callbacks.insert(0, _stop_on_divergence(config, checkpoints))
+    progress = progress_callback(config, train_data, checkpoints)  # counts an epoch's batches: ETAs from epoch 1
+    callbacks += [checkpoints, progress, keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs"))]
     if config.max_minutes is not None:
         callbacks.append(_time_limit(config.max_minutes, checkpoints))
     history = keras.callbacks.History()
@@ -83,10 +110,12 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
                 epochs=epochs,
                 callbacks=callbacks,
                 shuffle=False,  # the datasets shuffle themselves
-                verbose=1 if sys.stdout.isatty() else 2,  # a live bar in a terminal, a line per epoch in logs
+                verbose=0,  # `progress` draws a live line in a terminal, a line per epoch in logs
             )
 
     if state is None or not state["done"]:
+        if checkpoints.epoch_metrics is not None:
+            _build_metrics(model, validation_data if validation_data is not None else train_data)
         if checkpoints.batches_done:
             # The rest of the interrupted epoch on its own: Keras takes the first epoch's
             # length for every later one when the data's length is unknown.
@@ -137,6 +166,19 @@ def dtype_policy(name):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+def _build_metrics(model, data):
+    """Builds the compiled metrics from one batch of `data`, so a resumed epoch can restore their running values.
+
+    Keras builds them in the first training step otherwise (on one device),
+    after the epoch began.
+    """
+    import contextlib
+
+    strategy = getattr(model, "distribute_strategy", None)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model._symbolic_build(data_batch=next(iter(data)))
 
 
 def _build_before_fit(model, train_data, strategy):

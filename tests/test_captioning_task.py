@@ -12,8 +12,34 @@ from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
 from seqtasks.tasks.captioning.data import clean_captions, load_splits
 from seqtasks.tasks.captioning.evaluation import corpus_bleu, grid_shape_of
+from seqtasks.tasks.captioning.serving import declared_size
+from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
 
 SHAPES = REPO / "recipes" / "data" / "shapes"
+def _png_header(width, height):
+    """The signature and IHDR chunk of an RGB PNG: enough to declare a size, nothing to decode."""
+    import struct
+    import zlib
+
+    fields = b"IHDR" + struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + fields + struct.pack(">I", zlib.crc32(fields))
+
+
+def _bmp(pixels):
+    """A 24-bit BMP of uint8 RGB `pixels` (rows bottom-up, BGR, each padded to 4 bytes)."""
+    import struct
+
+    height, width, _ = pixels.shape
+    row_bytes = (3 * width + 3) // 4 * 4
+    rows = b"".join(
+        pixels[y, :, ::-1].tobytes() + b"\0" * (row_bytes - 3 * width) for y in range(height - 1, -1, -1)
+    )
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, len(rows), 2835, 2835, 0, 0)
+    return b"BM" + struct.pack("<IHHI", 54 + len(rows), 0, 0, 54) + info + rows
+
+
+# A 1 x 1 GIF, which TensorFlow decodes; the export refuses GIF (its frames' sizes need decoding).
+GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
 SLICE = ["data.max_train_images=48", "data.max_validation_images=8", "training.epochs=2", "training.max_minutes=1"]
 
 
@@ -45,11 +71,15 @@ def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_on
     expected = [line.split("\t")[1] for line in (run_dir / "captions.tsv").read_text().splitlines()]
     png = [(SHAPES / "images" / f"dev_{i:03d}.png").read_bytes() for i in range(3)]
     jpeg = tf.io.encode_jpeg(tf.io.decode_png(png[0]), quality=95).numpy()
+    bmp = _bmp(tf.io.decode_png(png[2], channels=3).numpy())
     out = serve_in_tensorflow_only(
         root / "saved_models" / "captioning" / "1",
         {
             "png": png, "jpeg": [jpeg], "empty": [], "corrupt": [png[0], b"not an image"], "after": [png[1]],
-            "thousand": png[:2] * 500,
+            "thousand": png[:2] * 500, "bmp": [bmp], "gif": [GIF], "blank": [b"", png[0]],
+            # Refused from the header alone: nothing of the size it declares is allocated.
+            "huge": [png[0], _png_header(MAX_IMAGE_PIXELS + 1, 1)], "wide": [_png_header(2**32 - 1, 2**32 - 1)],
+            "broken": [png[0][:60]],
         },
         input_name="image",
     )
@@ -57,9 +87,18 @@ def test_saved_model_captions_encoded_images_like_the_run_and_refuses_corrupt_on
     assert out["png"]["score"]["shape"] == [3]
     assert out["jpeg"]["caption"]["shape"] == [1] and isinstance(out["jpeg"]["caption"]["value"][0], str)
     assert out["empty"]["caption"]["shape"] == [0]
-    assert "Unknown image file format" in out["corrupt"]["error"]
+    assert "assertion failed: [image[1]: not a JPEG, PNG or BMP image]" in out["corrupt"]["error"]
+    assert "assertion failed: [image[0]: not a JPEG, PNG or BMP image]" in out["gif"]["error"]
+    assert "assertion failed: [image[0]: not a JPEG, PNG or BMP image]" in out["blank"]["error"]
+    assert (
+        f"assertion failed: [image[1]: too large ({MAX_IMAGE_PIXELS + 1} x 1 pixels; at most {MAX_IMAGE_PIXELS} are read): "
+        "scale it down first]"
+    ) in out["huge"]["error"]
+    assert f"image[0]: too large ({2**32 - 1} x {2**32 - 1} pixels;" in out["wide"]["error"]
+    assert "PNG" in out["broken"]["error"]  # a sound header over broken data: the decoder's own message
     assert out["after"]["caption"]["value"] == expected[1:2]  # the server still works
     assert out["thousand"]["caption"]["value"] == expected[:2] * 500
+    assert out["bmp"]["caption"]["value"] == expected[2:3]  # the same pixels as the PNG
 
 
 @pytest.mark.slow
@@ -117,6 +156,30 @@ def test_fine_tuning_trains_the_backbone_head_and_the_export_uses_it(tmp_path):
     png = [(SHAPES / "images" / f"dev_{i:03d}.png").read_bytes() for i in range(3)]
     out = serve_in_tensorflow_only(root / "saved_models" / "captioning" / "1", {"png": png}, input_name="image")
     assert out["png"]["caption"]["value"] == expected
+    import seqtasks
+
+    captions = seqtasks.load(root / "saved_models" / "captioning").caption(
+        [SHAPES / "images" / f"dev_{i:03d}.png" for i in range(3)], batch_size=2
+    )
+    assert [caption.text for caption in captions] == expected
+
+
+def test_declared_size_reads_jpeg_png_and_bmp_headers_without_decoding():
+    pixels = np.zeros((5, 7, 3), "uint8")
+    cases = [
+        (tf.io.encode_png(pixels).numpy(), [7, 5]),
+        (tf.io.encode_jpeg(pixels).numpy(), [7, 5]),
+        (_bmp(pixels), [7, 5]),
+        (_bmp(pixels)[:22] + (-5).to_bytes(4, "little", signed=True), [7, 5]),  # top-down rows
+        (_png_header(16000, 16000), [16000, 16000]),
+        (_png_header(2**32 - 1, 1), [2**32 - 1, 1]),
+        (GIF, [-1, -1]),
+        (b"", [-1, -1]),
+        (b"\x89PN", [-1, -1]),
+        (b"not an image", [-1, -1]),
+    ]
+    for data, size in cases:
+        assert declared_size(tf.constant(data)).numpy().tolist() == size, data[:12]
 
 
 def test_captions_are_cleaned_and_bleu_uses_every_reference():
@@ -218,6 +281,6 @@ def test_eval_export_and_predict_commands(caption_run, tmp_path):
     (tmp_path / "notes.png").write_text("not an image")
     result = seqtasks_command("predict", exported, SHAPES / "images" / names[0], tmp_path / "notes.png", expect=2)
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"Error: {tmp_path / 'notes.png'}: the model rejected the input: ")
+    assert line == f"Error: {tmp_path / 'notes.png'}: not a decodable image (JPEG, PNG or BMP expected)"
     result = seqtasks_command("predict", exported, tmp_path / "missing.jpg", expect=2)
     assert f"{tmp_path / 'missing.jpg'}: no such image file" in result.stderr

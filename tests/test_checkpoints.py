@@ -6,6 +6,7 @@ import pytest
 from test_training import _data, _model
 
 from seqtasks.checkpoints import read_state
+from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import TrainingConfig
 from seqtasks.run_folders import unfinished_run
 from seqtasks.training import fit
@@ -122,12 +123,12 @@ def _run_folder(base, name, recipe="task: toy\n", state=None, metrics=False):
         ([("20261122-100000", {}), ("20261122-110000", {"metrics": True})], "20261122-100000"),
         ([("20261122-100000", {}), ("20261122-110000", {"recipe": "task: toy\nseed: 2\n"})], "20261122-100000"),
         ([("20261122-100000", {"state": None})], None),
-        ([("20261122-100000", {"state": {"worker": "worker:1"}})], None),
+        ([("20261122-100000", {"state": {"checkpoint": "step-00000001.weights.h5", "worker": "worker:1"}})], None),
     ],
 )
 def test_the_run_resumed_is_the_newest_unfinished_one_of_the_same_recipe(tmp_path, folders, expected):
     for name, options in folders:
-        _run_folder(tmp_path, name, **{"state": {"worker": ""}, **options})
+        _run_folder(tmp_path, name, **{"state": {"checkpoint": "step-00000001.weights.h5", "worker": ""}, **options})
     found = unfinished_run(tmp_path, "toy", "task: toy\n")
     assert (found.name if found else None) == expected
     assert unfinished_run(tmp_path / "elsewhere", "toy", "task: toy\n") is None
@@ -143,7 +144,19 @@ def _ordered_data(seed=3):
     return epoch_ordered(data, 24, seed, lambda elements: elements.batch(4))  # 6 batches an epoch
 
 
-def _stop_at_step(monkeypatch, step, config, run_dir):
+def _dropout_model():
+    """`_model` with dropout on its input: its masks come from a seed generator whose state a resume must restore."""
+    import keras
+
+    from seqtasks.training import make_optimizer
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5), keras.layers.Dense(1)])
+    model.compile(optimizer=make_optimizer(TrainingConfig(learning_rate=0.01)), loss="mse", metrics=["mae"])
+    return model
+
+
+def _stop_at_step(monkeypatch, step, config, run_dir, make_model=_model):
     """Runs `fit` until a KeyboardInterrupt right after step `step` (its checkpoint, if any, written)."""
     from seqtasks.checkpoints import TrainingCheckpoints
 
@@ -157,17 +170,17 @@ def _stop_at_step(monkeypatch, step, config, run_dir):
     with monkeypatch.context() as patch:
         patch.setattr(TrainingCheckpoints, "on_train_batch_end", stop)
         with pytest.raises(KeyboardInterrupt):
-            fit(_model(), _ordered_data(), _data(1), config, run_dir)
+            fit(make_model(), _ordered_data(), _data(1), config, run_dir)
 
 
 def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_never_stopped(tmp_path, monkeypatch):
     from seqtasks.checkpoints import restore
 
     config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=4, keep_checkpoints=3)
-    whole_model = _model()
+    whole_model = _dropout_model()
     whole = fit(whole_model, _ordered_data(), _data(1), config, tmp_path / "whole")
 
-    _stop_at_step(monkeypatch, 10, config, tmp_path / "stopped")
+    _stop_at_step(monkeypatch, 10, config, tmp_path / "stopped", make_model=_dropout_model)
     folder = tmp_path / "stopped" / "checkpoints"
     state = read_state(folder)
     # The last checkpoint is step 8: epoch 1 (counted from 0) with 2 of its 6 batches done.
@@ -178,14 +191,15 @@ def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_neve
     # (the call that finds the data ended), so step 8 is iteration 9.
     assert state["optimizer_iterations"] == 9 and len(state["history"]["loss"]) == 1
 
-    model = _model()
+    model = _dropout_model()
     restored = restore(model, folder)
     assert int(model.optimizer.iterations.numpy()) == 9
     resumed = fit(model, _ordered_data(), _data(1), config, tmp_path / "stopped", restored)
     assert resumed.batches_seen == whole.batches_seen == 18
-    # The resumed epoch's training loss averages only the batches trained after resuming (issue 17).
-    np.testing.assert_allclose(np.delete(resumed.history["loss"], 1), np.delete(whole.history["loss"], 1), rtol=1e-6)
-    np.testing.assert_allclose(resumed.history["val_loss"], whole.history["val_loss"], rtol=1e-6)
+    # The resumed epoch's training loss averages all its batches: the running mean was checkpointed.
+    assert sorted(resumed.history) == ["loss", "mae", "val_loss", "val_mae"]
+    for key, values in whole.history.items():
+        np.testing.assert_allclose(resumed.history[key], values, rtol=1e-6)
     for ours, theirs in zip(model.get_weights(), whole_model.get_weights()):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
     final = read_state(folder)
@@ -272,3 +286,207 @@ def test_a_nan_loss_in_the_history_is_null_in_the_state_and_nan_again_on_resume(
     assert state["history"] == {"loss": [2.0, None], "val_loss": [None]}
     resumed = _callback(tmp_path, state=state)
     assert resumed.history["loss"][0] == 2.0 and np.isnan(resumed.history["loss"][1])
+
+
+def _checkpointed(folder, weights_by_step, keep=3):
+    """A compiled model's checkpoints in `folder` after the given steps, every weight set to the step's value."""
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
+    model = _model()
+    model.optimizer.build(model.trainable_variables)
+    callback = TrainingCheckpoints(folder, None, keep, "val_loss", "min", training_position())
+    callback.set_model(model)
+    for steps, value in weights_by_step:
+        model.set_weights([np.full_like(weight, value) for weight in model.get_weights()])
+        callback.steps = steps
+        callback.save()
+    return callback
+
+
+def _files(folder):
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_a_truncated_latest_checkpoint_is_reported_kept_and_the_one_before_it_resumed(tmp_path):
+    from seqtasks.checkpoints import TrainingCheckpoints, restore
+    from seqtasks.data.batching import training_position
+
+    _checkpointed(tmp_path, [(3, 1.0), (6, 2.0)])
+    latest = tmp_path / "step-00000006.weights.h5"
+    whole = latest.read_bytes()
+    latest.write_bytes(whole[: len(whole) // 2])
+    state_text = (tmp_path / "state.json").read_text()
+    lines, model = [], _model()
+    state = restore(model, tmp_path, log=lines.append)
+    assert lines == [
+        f"{latest}: damaged ({len(whole) // 2} bytes; {len(whole)} were written); kept as "
+        "step-00000006.weights.h5.damaged; resuming from step-00000003.weights.h5 instead"
+    ]
+    assert (state["steps"], state["checkpoints"], state["earlier"]) == (3, ["step-00000003.weights.h5"], [])
+    assert all((weight == 1.0).all() for weight in model.get_weights())
+    # Nothing deleted: the damaged file is kept under another name, out of the rotation.
+    assert _files(tmp_path) == {
+        "state.json": state_text.encode(),
+        "step-00000003.weights.h5": (tmp_path / "step-00000003.weights.h5").read_bytes(),
+        "step-00000006.weights.h5.damaged": whole[: len(whole) // 2],
+    }
+    # Training goes on from step 3 with step 3's state.
+    callback = TrainingCheckpoints(tmp_path, None, 3, "val_loss", "min", training_position(), state=state)
+    callback.set_model(model)
+    callback.steps = 4
+    callback.save()
+    saved = read_state(tmp_path)
+    assert saved["checkpoints"] == ["step-00000003.weights.h5", "step-00000004.weights.h5"]
+    assert [record["steps"] for record in saved["earlier"]] == [3]
+    assert (tmp_path / "step-00000006.weights.h5.damaged").is_file()
+
+
+def test_a_checkpoint_whose_bytes_changed_or_that_does_not_load_is_passed_over(tmp_path):
+    from seqtasks.checkpoints import restore
+
+    _checkpointed(tmp_path, [(3, 1.0), (6, 2.0), (9, 3.0)])
+    middle, latest = tmp_path / "step-00000006.weights.h5", tmp_path / "step-00000009.weights.h5"
+    data = bytearray(latest.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes
+    latest.write_bytes(bytes(data))
+    middle.unlink()
+    lines, model = [], _model()
+    assert restore(model, tmp_path, log=lines.append)["steps"] == 3
+    assert lines == [
+        f"{latest}: damaged (its SHA-256 differs from the one recorded when it was written); kept as "
+        "step-00000009.weights.h5.damaged; resuming from step-00000003.weights.h5 instead",
+        f"{middle}: missing; resuming from step-00000003.weights.h5 instead",
+    ]
+    # A state from before sizes and digests were recorded: the file does not load.
+    state = read_state(tmp_path)
+    (tmp_path / "step-00000003.weights.h5").write_bytes(b"not HDF5")
+    (tmp_path / "state.json").write_text(json.dumps({"checkpoint": "step-00000003.weights.h5", "steps": 3}))
+    with pytest.raises(SeqtasksError) as error:
+        restore(_model(), tmp_path, log=pytest.fail)
+    assert str(error.value).startswith(f"{tmp_path / 'step-00000003.weights.h5'}: cannot be loaded (")
+    assert str(error.value).endswith(
+        "), and no earlier checkpoint is kept; give the command again with --fresh to start a new run "
+        "(this folder is left as it is)"
+    )
+    assert state["steps"] == 9
+
+
+def test_when_no_kept_checkpoint_is_intact_resuming_is_refused_and_nothing_renamed(tmp_path):
+    from seqtasks.checkpoints import restore
+
+    _checkpointed(tmp_path, [(3, 1.0), (6, 2.0)])
+    for path in tmp_path.glob("step-*"):
+        path.write_bytes(path.read_bytes()[:100])
+    before = _files(tmp_path)
+    with pytest.raises(SeqtasksError) as error:
+        restore(_model(), tmp_path, log=pytest.fail)
+    assert str(error.value).startswith(f"{tmp_path / 'step-00000006.weights.h5'}: damaged (100 bytes; ")
+    assert str(error.value).endswith(
+        "were written); the earlier ones too; give the command again with --fresh to start a new run "
+        "(this folder is left as it is)"
+    )
+    assert _files(tmp_path) == before
+
+
+def test_a_full_disk_while_checkpointing_is_one_error_and_the_checkpoints_before_are_intact(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    callback = _checkpointed(tmp_path, [(3, 1.0)])
+    before = _files(tmp_path)
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)  # where a full disk shows at the latest
+    callback.steps = 6
+    with pytest.raises(SeqtasksError) as error:
+        callback.save()
+    assert str(error.value) == (
+        f"{tmp_path / 'step-00000006.weights.h5'}: cannot write the checkpoint (No space left on device); "
+        f"the checkpoints written before it in {tmp_path} are intact"
+    )
+    assert _files(tmp_path) == before  # no temporary file left, state.json untouched
+
+
+def test_a_checkpoint_file_holds_what_save_weights_writes(tmp_path):
+    import io
+
+    import h5py
+
+    from seqtasks.checkpoints import weights_file_bytes
+
+    callback = _checkpointed(tmp_path, [(3, 1.5)])
+    callback.model.save_weights(tmp_path / "keras.weights.h5")
+
+    def datasets(file):
+        found = {}
+        with h5py.File(file) as opened:
+            opened.visititems(lambda name, item: found.update({name: item[()].tolist()} if hasattr(item, "shape") else {}))
+        return found
+
+    theirs = datasets(tmp_path / "keras.weights.h5")
+    # The kernel and bias; the optimizer's iterations, learning rate and both moments of each.
+    assert len(theirs) == 8
+    assert datasets(io.BytesIO(weights_file_bytes(callback.model))) == theirs
+    assert datasets(tmp_path / "step-00000003.weights.h5") == theirs
+
+
+def test_a_checkpoint_that_would_not_fit_on_the_disk_is_not_started(tmp_path, monkeypatch):
+    import collections
+    import shutil
+
+    callback = _checkpointed(tmp_path, [(3, 1.0)])
+    before = _files(tmp_path)
+    size = (tmp_path / "step-00000003.weights.h5").stat().st_size
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 500_000, 500_000))
+    callback.model.save_weights = pytest.fail
+    callback.steps = 6
+    with pytest.raises(SeqtasksError) as error:
+        callback.save()
+    assert str(error.value) == (
+        f"{tmp_path / 'step-00000006.weights.h5'}: no space left on the device for the checkpoint (0.5 MB free, "
+        f"about {(size + (1 << 20)) / 1e6:.1f} MB needed); the checkpoints written before it in {tmp_path} are intact"
+    )
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_a_diverged_run_stops_at_its_first_non_finite_loss_and_checkpoints_nothing_of_it(tmp_path):
+    import tensorflow as tf
+
+    x = np.ones((16, 4), "float32")
+    y = np.ones((16, 1), "float32")
+    y[9] = np.inf  # the second batch of 8
+    config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=1)
+    with pytest.raises(SeqtasksError) as error:
+        fit(_model(), tf.data.Dataset.from_tensor_slices((x, y)).batch(8), _data(1), config, tmp_path)
+    assert str(error.value) == (
+        "training diverged: the loss is inf at step 2 (epoch 1); no model was saved or exported "
+        "(try a lower training.learning_rate than 0.001)"
+    )
+    state = read_state(tmp_path / "checkpoints")
+    assert (state["steps"], state["checkpoints"], state["done"]) == (1, ["step-00000001.weights.h5"], False)
+    assert not (tmp_path / "checkpoints" / "best.weights.h5").exists()
+
+
+@pytest.mark.slow
+def test_a_run_stopped_after_the_last_step_of_an_epoch_resumes_with_its_training_loss(tmp_path, monkeypatch):
+    # Step 6 ends the first epoch (6 batches); its step checkpoint is written before the epoch's end is.
+    from seqtasks.checkpoints import restore
+
+    config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=3)
+    whole = fit(_model(), _ordered_data(), _data(1), config, tmp_path / "whole")
+    _stop_at_step(monkeypatch, 6, config, tmp_path / "stopped")
+    folder = tmp_path / "stopped" / "checkpoints"
+    state = read_state(folder)
+    assert (state["epoch"], state["batches_done"], state["history"]) == (0, 6, {})
+    model = _model()
+    resumed = fit(model, _ordered_data(), _data(1), config, tmp_path / "stopped", restore(model, folder))
+    assert sorted(resumed.history) == ["loss", "val_loss"]
+    assert len(resumed.history["loss"]) == len(resumed.history["val_loss"]) == 2
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(resumed.history[key], whole.history[key], rtol=1e-6)
+    assert read_state(folder)["history"] == json.loads(json.dumps(resumed.history))

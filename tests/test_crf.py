@@ -6,6 +6,7 @@ import pytest
 from layer_test_utils import run_layer_test
 
 from seqtasks.layers import CRF
+from seqtasks.layers.crf import iob2_constraints
 
 pytestmark = pytest.mark.backends
 
@@ -29,9 +30,9 @@ def _path_score(crf, potentials, path):
     return score
 
 
-def _brute_force(crf, potentials, length):
-    """Every path's score over the first `length` tokens: (log Z, best path, best score)."""
-    paths = list(itertools.product(range(crf.num_tags), repeat=length))
+def _brute_force(crf, potentials, length, allowed=lambda path: True):
+    """Every path's score over the first `length` tokens: (log Z, best `allowed` path, its score)."""
+    paths = [path for path in itertools.product(range(crf.num_tags), repeat=length) if allowed(path)]
     scores = np.array([_path_score(crf, potentials, path) for path in paths])
     best = int(np.argmax(scores))
     return np.logaddexp.reduce(scores), paths[best], scores[best]
@@ -53,7 +54,8 @@ def test_layer_contract(tmp_path):
     potentials = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
     run_layer_test(
         CRF,
-        {"num_tags": 4},
+        # The constraints travel through get_config and the saved model.
+        {"num_tags": 4, **iob2_constraints(["O", "B-PER", "I-PER", "B-LOC"])},
         {"potentials": potentials},
         tmp_path=tmp_path,
         expected_output_shapes=((2, 5), (2,)),
@@ -175,3 +177,91 @@ def test_decodes_float32_potentials_exactly_under_a_float16_floatx(example, floa
         assert tuple(tags[row, : lengths[row]]) == best_path
         np.testing.assert_allclose(score[row], best_score, rtol=1e-6)
         np.testing.assert_allclose(log_likelihood[row], best_score - log_z, rtol=1e-5, atol=1e-6)
+
+
+IOB2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def _valid_iob2(path):
+    names = [IOB2[tag] for tag in path]
+    return all(
+        not tag.startswith("I-") or previous in ("B-" + tag[2:], tag)
+        for previous, tag in zip(["O"] + names, names)
+    )
+
+
+def test_iob2_constraints_allow_an_inside_tag_only_after_its_own_type():
+    constraints = iob2_constraints(IOB2)
+    assert constraints["allowed_starts"] == [True, True, False, True, False]
+    assert constraints["allowed_transitions"] == [
+        # to: O     B-PER  I-PER  B-LOC  I-LOC
+        [True, True, False, True, False],  # from O
+        [True, True, True, True, False],  # from B-PER
+        [True, True, True, True, False],  # from I-PER
+        [True, True, False, True, True],  # from B-LOC
+        [True, True, False, True, True],  # from I-LOC
+    ]
+    for bad, index in ((["O", "PER"], 1), (["O", "I-"], 1), (["o"], 0), (["O", None], 1)):
+        with pytest.raises(ValueError, match=rf"Expected IOB2 tags: 'O', 'B-TYPE' or 'I-TYPE'. Received: tags\[{index}\]="):
+            iob2_constraints(bad)
+
+
+def test_iob2_decoding_never_gives_an_inside_tag_after_outside():
+    # Per token alone: O, then I-PER. The unconstrained CRF (no transition preference yet) follows them.
+    potentials = np.array([[[2.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.5, 3.0, 0.0, 0.0]]], "float32")
+    plain, constrained = CRF(5), CRF(5, **iob2_constraints(IOB2))
+    assert keras.ops.convert_to_numpy(plain(potentials)[0]).tolist() == [[0, 2]]
+    tags, score = (keras.ops.convert_to_numpy(x) for x in constrained(potentials))
+    # Best valid path: B-PER I-PER (0 + 3) beats O B-PER (2 + 0.5) and O O (2 + 0).
+    assert tags.tolist() == [[1, 2]] and score.tolist() == [3.0]
+
+
+def test_constrained_viterbi_finds_the_brute_force_best_valid_path():
+    rng = np.random.default_rng(21)
+    for case in range(4):
+        crf = CRF(5, **iob2_constraints(IOB2))
+        crf.build((None, None, 5))
+        crf.transitions.assign(rng.normal(size=(5, 5)).astype("float32"))
+        crf.start_transitions.assign(rng.normal(size=5).astype("float32"))
+        crf.end_transitions.assign(rng.normal(size=5).astype("float32"))
+        lengths = np.array([4, 1 + case % 4])
+        mask = np.arange(4)[None, :] < lengths[:, None]
+        # Strong inside tags, so the unconstrained best path is usually invalid.
+        potentials = (rng.normal(size=(2, 4, 5)) + np.array([0, 0, 2, 0, 2])).astype("float32")
+        tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials, mask=mask))
+        for row in range(2):
+            _, best_path, best_score = _brute_force(crf, potentials[row], lengths[row], _valid_iob2)
+            assert tuple(tags[row, : lengths[row]]) == best_path
+            assert (tags[row, lengths[row] :] == 0).all()
+            np.testing.assert_allclose(score[row], best_score, rtol=1e-5)
+
+
+def test_log_likelihood_ignores_the_constraints():
+    """Training normalises over every path, so an invalid gold path keeps a finite loss."""
+    rng = np.random.default_rng(4)
+    plain, constrained = _crf_with_random_weights(5, seed=8), CRF(5, **iob2_constraints(IOB2))
+    constrained.build((None, None, 5))
+    constrained.set_weights(plain.get_weights())
+    potentials = rng.normal(size=(1, 3, 5)).astype("float32")
+    invalid = np.array([[0, 2, 4]])
+    expected = keras.ops.convert_to_numpy(plain.log_likelihood(potentials, invalid))
+    got = keras.ops.convert_to_numpy(constrained.log_likelihood(potentials, invalid))
+    np.testing.assert_array_equal(got, expected)
+    assert np.isfinite(got).all()
+
+
+def test_rejects_bad_constraints():
+    with pytest.raises(ValueError, match=r"Expected booleans of shape \(3, 3\). Received: allowed_transitions bool of shape \(2, 2\)"):
+        CRF(3, allowed_transitions=[[True, True], [True, True]])
+    with pytest.raises(ValueError, match=r"Expected booleans of shape \(2, 2\). Received: allowed_transitions int64 of shape \(2, 2\)"):
+        CRF(2, allowed_transitions=[[1, 1], [1, 1]])
+    with pytest.raises(ValueError, match=r"Expected booleans of shape \(2, 2\). Received: allowed_transitions ragged"):
+        CRF(2, allowed_transitions=[[True, True], [True]])
+    with pytest.raises(ValueError, match=r"Expected booleans of shape \(2,\). Received: allowed_starts bool of shape \(3,\)"):
+        CRF(2, allowed_starts=[True, True, True])
+    with pytest.raises(ValueError, match=r"Expected at least one tag that may start a sequence. Received: allowed_starts all False"):
+        CRF(2, allowed_starts=[False, False])
+    with pytest.raises(ValueError, match=r"Expected every tag to have at least one allowed next tag. Received: allowed_transitions\[1\] all False"):
+        CRF(2, allowed_transitions=[[True, True], [False, False]])
+    crf = CRF(2, allowed_transitions=np.ones((2, 2), bool))
+    assert crf.allowed_transitions == [[True, True], [True, True]] and crf.get_config()["allowed_starts"] is None

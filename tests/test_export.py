@@ -1,11 +1,13 @@
 import json
 import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.export import export_saved_model
+from seqtasks.export import describe_signature, export_saved_model, saved_model_folder, weights_sha256
 
 
 class Shout(tf.Module):
@@ -49,8 +51,8 @@ def test_a_tensorflow_file_error_becomes_an_error_naming_the_folder_and_leaves_n
     with pytest.raises(SeqtasksError) as error:
         export_saved_model(module, module.serve, tmp_path, "shout")
     assert str(error.value) == (
-        f"{tmp_path / 'shout' / '1'}: writing failed (No space left on device); nothing was "
-        "written there and earlier versions are untouched"
+        f"{tmp_path / 'shout'}: writing the new version failed (No space left on device); no version was "
+        "added and earlier versions are untouched"
     )
     assert list((tmp_path / "shout").iterdir()) == []
 
@@ -89,3 +91,134 @@ def test_a_worker_whose_save_fails_reports_that_failure_not_the_clean_up(tmp_pat
     module = Shout()
     with pytest.raises(OSError, match="^No space left on device$"):
         export_saved_model(module, module.serve, tmp_path, "shout")
+
+
+# --- what a version carries, and the same weights are not exported twice ---
+
+
+def _stub_save(monkeypatch, saves):
+    """Replaces the SavedModel writer by one that writes a marker: these tests are about the folders."""
+
+    def save(module, folder, signatures):
+        saves.append(folder)
+        Path(folder, "saved_model.pb").write_text("graph")
+
+    monkeypatch.setattr(tf.saved_model, "save", save)
+
+
+def _extras(weights, recipe="task: toy\n"):
+    return {
+        "weights.sha256": weights_sha256(weights) + "\n",
+        "recipe.yaml": recipe,
+        "MODEL_CARD.md": lambda version: f"load {version}\n",
+    }
+
+
+def test_a_version_carries_its_files_and_the_same_weights_and_recipe_are_not_exported_again(tmp_path, monkeypatch):
+    saves, logged = [], []
+    _stub_save(monkeypatch, saves)
+    module = Shout()
+    weights = [np.arange(6, dtype="float32").reshape(2, 3)]
+
+    def export(extras, force=False):
+        return export_saved_model(module, module.serve, tmp_path, "shout", extras, force, logged.append)
+
+    first = export(_extras(weights))
+    extra = first / "assets.extra"
+    assert sorted(p.name for p in extra.iterdir()) == ["MODEL_CARD.md", "recipe.yaml", "weights.sha256"]
+    assert (extra / "MODEL_CARD.md").read_text() == f"load {tmp_path / 'shout' / '1'}\n"  # the final folder
+    assert (extra / "recipe.yaml").read_text() == "task: toy\n"
+
+    assert export(_extras([w.copy() for w in weights])) == first
+    assert logged == [
+        f"{first} has these weights and this recipe already: nothing exported (--force exports a new version anyway)"
+    ]
+    assert len(saves) == 1  # not even written to a staging folder
+    assert export(_extras(weights), force=True) == tmp_path / "shout" / "2"
+    assert export(_extras(weights, "task: toy\nseed: 2\n")) == tmp_path / "shout" / "3"
+    assert export(_extras([weights[0] + 1], "task: toy\nseed: 2\n")) == tmp_path / "shout" / "4"
+    assert export({}) == tmp_path / "shout" / "5"  # no weights hash: nothing to compare
+    assert len(logged) == 1 and len(saves) == 5
+    assert sorted(p.name for p in (tmp_path / "shout").iterdir()) == ["1", "2", "3", "4", "5"]
+
+
+def test_the_identity_is_checked_again_under_the_lock_for_an_export_that_finished_meanwhile(tmp_path, monkeypatch):
+    """Two exports of the same weights at once: the second to finish adds nothing."""
+    logged, module = [], Shout()
+    weights = [np.ones(3, "float32")]
+    real_save = []
+
+    def save(module_, folder, signatures):
+        if not real_save:  # the first export's writing: the other one finishes meanwhile
+            real_save.append(folder)
+            export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights), log=logged.append)
+        Path(folder, "saved_model.pb").write_text("graph")
+
+    monkeypatch.setattr(tf.saved_model, "save", save)
+    assert export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights), log=logged.append) == (
+        tmp_path / "shout" / "1"
+    )
+    assert len(logged) == 1 and logged[0].startswith(f"{tmp_path / 'shout' / '1'} has these weights")
+    assert sorted(p.name for p in (tmp_path / "shout").iterdir()) == ["1"]
+
+
+def test_the_chief_of_a_multi_worker_run_always_saves_as_its_workers_do(tmp_path, monkeypatch):
+    """Every worker takes part in saving distributed variables: the chief alone may not skip it."""
+    cluster = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}
+    saves, logged, module = [], [], Shout()
+    _stub_save(monkeypatch, saves)
+    weights = [np.ones(3, "float32")]
+    assert export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights)) == tmp_path / "shout" / "1"
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    second = export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights), log=logged.append)
+    assert second == tmp_path / "shout" / "2" and len(saves) == 2 and logged == []
+
+
+def test_the_weights_hash_changes_with_any_value_dtype_shape_or_order():
+    a, b = np.arange(4, dtype="float32"), np.zeros((2, 2), "float32")
+    base = weights_sha256([a, b])
+    assert weights_sha256([a.copy(), b.copy()]) == base
+    assert weights_sha256([tf.Variable(a), tf.Variable(b)]) == base
+    changed = [
+        [a + np.float32(1e-7), b],
+        [a.astype("float64"), b],
+        [a.reshape(2, 2), b],
+        [b, a],
+        [a],
+    ]
+    assert len({weights_sha256(weights) for weights in changed} | {base}) == len(changed) + 1
+
+
+class Tokenize(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(self, text):
+        import tensorflow_text
+
+        return {"text": tensorflow_text.normalize_utf8(text, "NFKC"), "length": tf.strings.length(text)}
+
+
+def test_the_signature_description_names_inputs_outputs_and_the_operations_core_tensorflow_lacks():
+    assert describe_signature(Tokenize().serve) == {
+        "inputs": {"text": {"dtype": "string", "shape": [None]}},
+        "outputs": {"length": {"dtype": "int32", "shape": [None]}, "text": {"dtype": "string", "shape": [None]}},
+        "custom_ops": ["NormalizeUTF8"],
+    }
+    assert describe_signature(Shout().serve)["custom_ops"] == []
+
+
+# --- a base path names its newest version, as TensorFlow Serving reads it ---
+
+
+def test_a_base_path_names_its_highest_version_that_holds_a_saved_model(tmp_path):
+    for name in ["1", "2", "9", "10", "11", ".12", "13.tmp"]:
+        (tmp_path / name).mkdir()
+        if name != "11":  # being written, or broken: no saved_model.pb
+            (tmp_path / name / "saved_model.pb").write_text("")
+    (tmp_path / "99").write_text("a file")
+    assert saved_model_folder(tmp_path) == tmp_path / "10"  # 10 > 9: numbers, not names
+    assert saved_model_folder(tmp_path / "2") == tmp_path / "2"
+    assert saved_model_folder(str(tmp_path / "9")) == tmp_path / "9"
+    for folder in [tmp_path / "11", tmp_path / "missing", tmp_path / "13.tmp" / "x"]:
+        with pytest.raises(SeqtasksError) as raised:
+            saved_model_folder(folder)
+        assert str(raised.value) == f"{folder}: not a SavedModel folder (no saved_model.pb)"

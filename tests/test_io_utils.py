@@ -1,9 +1,14 @@
 import errno
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from seqtasks import io_utils
 from seqtasks.errors import SeqtasksError
@@ -11,6 +16,7 @@ from seqtasks.io_utils import (
     make_run_dir,
     next_version_dir,
     publish_folder,
+    publish_version,
     write_json_atomic,
     write_text_atomic,
 )
@@ -39,7 +45,7 @@ def test_a_failed_write_leaves_no_folder_and_earlier_versions_intact(tmp_path):
 
 
 def test_next_version_counts_integer_folders_only(tmp_path):
-    for name in ["1", "3", "tmp", ".5.tmp-x"]:
+    for name in ["1", "3", "tmp", ".5.tmp-x", "07", "\u0661\u0669", "+8"]:  # 07, Arabic-Indic 19, +8: not versions
         (tmp_path / name).mkdir()
     assert next_version_dir(tmp_path).name == "4"
     assert next_version_dir(tmp_path / "absent").name == "1"
@@ -505,3 +511,137 @@ def test_the_umask_is_read_without_changing_it_whatever_the_process_name(umask):
     result = run_python(code, timeout=60)
     assert result.stdout == "0o22 []\n", result.stderr
 
+
+
+# --- publish_version: a number is taken only under a lock, once the folder is complete; none is replaced ---
+
+
+def _note(text, seconds=0.0):
+    """A writer of a one-file version that takes `seconds` to write it."""
+
+    def write(folder):
+        time.sleep(seconds)
+        Path(folder, "note.txt").write_text(text)
+
+    return write
+
+
+@pytest.mark.parametrize("threads_lock", [True, False], ids=["threads-and-flock", "flock-alone"])
+def test_concurrent_publishers_get_distinct_versions_and_replace_nothing(tmp_path, monkeypatch, threads_lock):
+    """Eight exports at once, as eight `seqtasks export` would; `flock-alone` leaves only the lock processes share."""
+    import contextlib
+    import threading
+
+    if not threads_lock:
+        monkeypatch.setattr(io_utils, "_VERSION_LOCKS", contextlib.nullcontext())
+    rename = os.rename
+
+    def slow_rename(source, target):  # a slow file system: without the lock, several would take one number
+        time.sleep(0.005)
+        rename(source, target)
+
+    monkeypatch.setattr(io_utils.os, "rename", slow_rename)
+    for name in ["1", "2"]:
+        publish_version(_note(f"old {name}"), tmp_path)
+    (tmp_path / "4").write_text("a file, not a version")
+    start, results = threading.Barrier(8), {}
+
+    def publish(index):
+        start.wait()
+        results[index] = publish_version(_note(f"new {index}", 0.01), tmp_path)
+
+    workers = [threading.Thread(target=publish, args=(index,)) for index in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(int(folder.name) for folder, new in results.values()) == [3, 5, 6, 7, 8, 9, 10, 11]
+    assert all(new for _, new in results.values())
+    assert {index: (folder / "note.txt").read_text() for index, (folder, _) in results.items()} == {
+        index: f"new {index}" for index in range(8)
+    }
+    assert [(tmp_path / name / "note.txt").read_text() for name in ["1", "2"]] == ["old 1", "old 2"]
+    assert (tmp_path / "4").read_text() == "a file, not a version"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["1", "2", "3", "4", *map(str, range(5, 12))])
+
+
+def test_the_version_is_chosen_after_writing_so_a_version_published_meanwhile_is_kept(tmp_path):
+    def slow_write(folder):
+        publish_version(_note("published meanwhile"), tmp_path)  # another export finishes first
+        Path(folder, "note.txt").write_text("slow")
+
+    assert publish_version(slow_write, tmp_path) == (tmp_path / "2", True)
+    assert (tmp_path / "1" / "note.txt").read_text() == "published meanwhile"
+    assert (tmp_path / "2" / "note.txt").read_text() == "slow"
+
+
+def test_an_unchanged_export_adds_no_version_and_finish_sees_the_final_folder(tmp_path):
+    seen = []
+    publish_version(_note("v1"), tmp_path, finish=lambda folder, version: seen.append(version))
+    same = lambda newest: (newest / "note.txt").read_text() == "v1"  # noqa: E731
+    assert publish_version(_note("v1"), tmp_path, unchanged=same) == (tmp_path / "1", False)
+    assert publish_version(_note("v2"), tmp_path, unchanged=lambda newest: False) == (tmp_path / "2", True)
+    assert seen == [tmp_path / "1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1", "2"]  # the unchanged one's staging folder is gone
+
+
+def test_a_failed_version_write_names_the_folder_and_leaves_nothing(tmp_path):
+    publish_version(_note("v1"), tmp_path)
+
+    def disk_fills(folder):
+        Path(folder, "note.txt").write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(SeqtasksError) as raised:
+        publish_version(disk_fills, tmp_path)
+    assert str(raised.value) == (
+        f"{tmp_path}: writing the new version failed (No space left on device); no version was added "
+        "and earlier versions are untouched"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+
+
+# --- staging folders that killed exports left are removed by the next one ---
+
+
+def test_stale_staging_folders_are_removed_and_live_or_recent_ones_kept(tmp_path):
+    host = io_utils._host()
+    dead_pid = 99_999_999  # above any pid_max: no such process
+    names = {
+        f".tmp-{host}-{dead_pid}-ab12cd_e": True,  # this host, its process gone
+        f".tmp-{host}-{os.getpid()}-xy98zw_q": False,  # this host, its process alive
+        f".tmp-{host}-{os.getpid()}-old12345": True,  # ... but a day old: the process id was reused
+        f".tmp-other-host-{dead_pid}-aaaa1111": False,  # another host: only when old
+        ".tmp-old-host-1-bbbb2222": True,  # another host, old
+        ".3.tmp-k2j3h4g5": False,  # named as earlier versions did: only when old
+        ".4.tmp-a1b2c3d4": True,
+        ".5.old-a1b2c3d4": False,  # an earlier version set aside: never removed
+        "6": False,
+    }
+    day_and_more = time.time() - io_utils.STALE_STAGING_SECONDS - 60
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "saved_model.pb").write_text("x")
+    for name in [f".tmp-{host}-{os.getpid()}-old12345", ".tmp-old-host-1-bbbb2222", ".4.tmp-a1b2c3d4", ".5.old-a1b2c3d4"]:
+        os.utime(tmp_path / name, (day_and_more, day_and_more))
+    assert io_utils.remove_stale_staging(tmp_path) == sorted(name for name, stale in names.items() if stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(name for name, stale in names.items() if not stale)
+
+
+@pytest.mark.slow
+def test_the_staging_folder_of_a_killed_export_is_removed_by_the_next_export(tmp_path):
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from seqtasks.io_utils import publish_version\n"
+        "def write(folder):\n"
+        "    Path(folder, 'saved_model.pb').write_text('half')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "publish_version(write, sys.argv[1])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, timeout=60, cwd=REPO)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(f".tmp-{io_utils._host()}-")
+    assert publish_version(_note("v1"), tmp_path) == (tmp_path / "1", True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]

@@ -94,3 +94,9 @@ def test_a_mutants_tests_run_fastest_first_by_the_durations_mutmut_measured(tmp_
     (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": durations}), encoding="utf-8")
     fastest_first(items)
     assert [item.nodeid for item in items] == ["t::quick", "t::middle", "t::slow", "t::unmeasured"]
+
+
+def test_mutmut_runs_pytest_in_its_own_processes_not_in_xdist_workers():
+    # addopts starts two xdist workers; mutmut must see every test run in the process it traces.
+    assert "-n 2" in tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]["addopts"]
+    assert CONFIG["pytest_add_cli_args"][-2:] == ["-n", "0"]

@@ -3,7 +3,9 @@
 import json
 
 import pytest
-from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
+from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
+
+from seqtasks.tasks.serving_limits import text_character_limit
 
 RECIPE = """
 task: ner
@@ -24,6 +26,10 @@ training:
   batch_size: 32
   learning_rate: 0.01
 """
+
+
+def _valid_iob2(tags):
+    return all(not tag.startswith("I-") or previous in ("B-" + tag[2:], tag) for previous, tag in zip(["O"] + tags, tags))
 
 
 def _sentences(path, count):
@@ -50,6 +56,9 @@ def test_run_reports_seqeval_scores_per_type(ner_run):
     assert "Entities (seqeval)" in output
     tags = (run_dir / "tags.txt").read_text().split()
     assert tags == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    sentences = (run_dir / "predictions.conll").read_text(encoding="utf-8").strip().split("\n\n")
+    predicted = [[line.split("\t")[2] for line in sentence.splitlines()] for sentence in sentences]
+    assert len(predicted) == 60 and all(_valid_iob2(row) for row in predicted)
 
 
 def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
@@ -63,6 +72,9 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
             "edge": ["", "  ", "word " * 300, "Ünïcödé 漢字 🙂 \x00\x07"],
             "none": [],
             "thousand": [" ".join(r[0] for r in row) for row in rows] * 200,
+            "blank": ["", "   "],
+            # Cut to the characters read for data.max_length 50: the first reads "Paris" only.
+            "long": [" " * (text_character_limit(50) - 5) + "Paris Berlin Rome"],
         },
     )
     for name, size in (("validation", 5), ("edge", 4), ("none", 0), ("thousand", 1000)):
@@ -76,6 +88,15 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
     assert edge_tokens[0] == edge_tags[0] == [""] * len(edge_tokens[0])
     assert len([t for t in edge_tokens[2] if t]) == 50  # cut to data.max_length
     assert [t for t in edge_tokens[3] if t] == ["Ünïcödé", "漢字", "🙂", "\x00\x07"]
+    # Padding is exactly the empty strings, at the end of each row, in tokens and tags alike.
+    for batch in out.values():
+        for tokens, tags in zip(batch["tokens"]["value"], batch["tags"]["value"]):
+            count = sum(1 for token in tokens if token)
+            assert all(tokens[:count]) and not any(tokens[count:]) and not any(tags[count:])
+            assert all(tag != "" for tag in tags[:count]) and _valid_iob2(tags[:count])
+    # Empty and blank texts: no tokens, no tags.
+    assert out["blank"]["tokens"]["shape"][0] == 2 and not any(map(any, out["blank"]["tokens"]["value"]))
+    assert [t for t in out["long"]["tokens"]["value"][0] if t] == ["Paris"]
 
 
 def test_tag_vocabulary_and_unknown_validation_types():
@@ -109,6 +130,22 @@ def test_eval_export_and_predict_commands(ner_run, tmp_path):
     def examples(folder):
         sentences = (folder / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:4]
         rows = [[line.split("\t") for line in sentence.strip().splitlines()] for sentence in sentences]
-        return [" ".join(r[0] for r in row) for row in rows], [" ".join(f"{r[0]}/{r[2]}" for r in row) for row in rows]
+        inputs = [" ".join(r[0] for r in row) for row in rows] + ["", "   "]
+        return inputs, [" ".join(f"{r[0]}/{r[2]}" for r in row) for row in rows] + ["", ""]
 
     check_eval_export_predict(run_dir, root / "dev.conll", examples, tmp_path / "exports", recorded)
+
+
+@pytest.mark.slow  # loads the export once more: the fast tier stays under 3 minutes
+def test_predict_json_lines_hold_no_padding(ner_run):
+    """Each JSON line holds its input's own tokens and tags; a blank text has none."""
+    root, _, _ = ner_run
+    result = seqtasks_command("predict", root / "saved_models" / "tiny" / "1", "Peter lives in Berlin .", "  ", "--json")
+    first, blank = (json.loads(line) for line in result.stdout.splitlines())
+    assert first["tokens"] == ["Peter", "lives", "in", "Berlin", "."] and len(first["tags"]) == 5
+    assert blank == {"tags": [], "tokens": []}
+    import seqtasks
+
+    model = seqtasks.load(root / "saved_models" / "tiny")
+    assert model.tag(["Peter lives in Berlin .", "  "]) == [list(zip(first["tokens"], first["tags"])), []]
+    assert model.predict("Peter lives in Berlin .") == first

@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
 
 from seqtasks.tasks.sentiment import classification_metrics
+from seqtasks.tasks.serving_limits import MAX_TEXT_CHARACTERS, cut_text, text_character_limit
 
 RECIPE = """
 task: sentiment
@@ -62,15 +63,37 @@ def test_saved_model_serves_labels_and_probabilities_like_the_run(sentiment_run)
             "edge": ["", "great " * 2000, "¿Qué tal? Ünïcödé 漢字 🙂", "\x00\x07<br />"],
             "none": [],
             "thousand": [row[2] for row in rows] * 167,
+            "blank": ["", "   ", "\t\n"],
+            # Cut to the first characters read for data.max_length 12: the first reads "great" only.
+            "long": [" " * (text_character_limit(12) - 5) + "great awful boring", "great", "great awful boring"],
         },
     )
-    for name, size in (("validation", 6), ("edge", 4), ("none", 0), ("thousand", 1002)):
+    for name, size in (("validation", 6), ("edge", 4), ("none", 0), ("thousand", 1002), ("blank", 3), ("long", 3)):
         assert out[name]["label"]["shape"] == [size] and out[name]["probabilities"]["shape"] == [size, 2]
         assert out[name]["probabilities"]["dtype"] == "float32"
     assert out["validation"]["label"]["value"] == [row[0] for row in rows]
     assert out["thousand"]["label"]["value"] == [row[0] for row in rows] * 167
     assert np.allclose(np.sum(out["edge"]["probabilities"]["value"], axis=1), 1.0, atol=1e-5)
-    assert set(out["edge"]["label"]["value"]) <= {"negative", "positive"}
+    assert out["edge"]["label"]["value"][0] == "" and set(out["edge"]["label"]["value"][1:]) <= {"negative", "positive"}
+    # No subwords, nothing to classify: no label, every class equally likely.
+    assert out["blank"]["label"]["value"] == ["", "", ""]
+    assert out["blank"]["probabilities"]["value"] == [[0.5, 0.5]] * 3
+    long = out["long"]["probabilities"]["value"]
+    assert long[0] == long[1] != long[2]
+
+
+@pytest.mark.slow  # builds the run's serving function in this process
+def test_the_python_api_classifies_from_the_run_folder_like_the_run(sentiment_run):
+    import seqtasks
+
+    _, run_dir, _ = sentiment_run
+    rows = [line.split("\t") for line in (run_dir / "predictions.tsv").read_text().splitlines()[:4]]
+    model = seqtasks.load(run_dir)
+    assert model.task == "sentiment" and model.path == run_dir
+    results = model.classify([row[2] for row in rows] + ["  "], batch_size=3)
+    assert [result.label for result in results] == [row[0] for row in rows] + [""]
+    assert all(abs(sum(result.probabilities) - 1.0) < 1e-5 for result in results)
+    assert results[-1].probabilities == [0.5, 0.5]
 
 
 def test_classification_metrics_by_hand():
@@ -99,6 +122,18 @@ def test_text_encoder_strips_html_and_keeps_the_first_or_last_subwords():
     assert 7 in make_text_encoder(raw, tokenizer)(text).to_list()[0]  # "br" stays without strip_html
 
 
+def test_served_texts_are_cut_to_a_character_limit_that_grows_with_max_length():
+    import tensorflow as tf
+
+    assert text_character_limit(12) == text_character_limit(200) == MAX_TEXT_CHARACTERS == 10_000
+    assert text_character_limit(400) == 20_000
+    limit = text_character_limit(1)
+    text = "é" * (limit - 1) + "ab"  # characters, not bytes: é is two
+    first, last = (cut_text(tf.constant([text, "", "xyz"]), 1, keep).numpy().tolist() for keep in ("first", "last"))
+    assert first == [("é" * (limit - 1) + "a").encode(), b"", b"xyz"]
+    assert last == [("é" * (limit - 2) + "ab").encode(), b"", b"xyz"]
+
+
 def test_labels_outside_the_recipe_labels_are_named():
     from seqtasks.errors import SeqtasksError
     from seqtasks.recipe.schema import TextClassificationDataConfig
@@ -125,6 +160,7 @@ def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
 
     def examples(folder):
         rows = [line.split("\t") for line in (folder / "predictions.tsv").read_text().splitlines()[:5]]
-        return [row[2] for row in rows], [row[0] for row in rows]
+        # A blank line is an input too: its line is empty (no label).
+        return [row[2] for row in rows] + ["", "   "], [row[0] for row in rows] + ["", ""]
 
     check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)

@@ -1,7 +1,10 @@
+import itertools
+
 import keras
 import numpy as np
 import pytest
 
+from seqtasks.layers.crf import iob2_constraints
 from seqtasks.models import SequenceTagger
 
 
@@ -15,10 +18,10 @@ def _inputs(rows, chars=4):
     return {"words": words, "characters": characters, "casing": casing}
 
 
-def _tagger(output_layer):
+def _tagger(output_layer, num_tags=4, **kwargs):
     return SequenceTagger(
-        12, 10, 4, word_embedding_dim=5, char_embedding_dim=3, char_filters=4,
-        encoder={"units": 6, "bidirectional": True}, dropout=0.0, output_layer=output_layer, seed=1,
+        12, 10, num_tags, word_embedding_dim=5, char_embedding_dim=3, char_filters=4,
+        encoder={"units": 6, "bidirectional": True}, dropout=0.0, output_layer=output_layer, seed=1, **kwargs,
     )
 
 
@@ -66,13 +69,45 @@ def test_the_loss_of_an_empty_share_of_a_batch_is_zero_not_nan(output_layer):
 
 
 def test_saves_and_reloads_in_safe_mode(tmp_path):
-    model = _tagger("crf")
+    constraints = iob2_constraints(["O", "B-PER", "I-PER", "B-LOC"])
+    model = _tagger("crf", **constraints)
     x = _inputs([[3, 4, 5], [6]])
     expected = keras.ops.convert_to_numpy(model(x))
     model.save(tmp_path / "tagger.keras")
     restored = keras.models.load_model(tmp_path / "tagger.keras", safe_mode=True)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(x)), expected, rtol=1e-6)
     assert restored.crf is not None
+    assert restored.crf.allowed_transitions == restored.allowed_transitions == constraints["allowed_transitions"]
+    assert restored.crf.allowed_starts == restored.allowed_starts == constraints["allowed_starts"]
+
+
+IOB2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def _valid_iob2(path):
+    names = [IOB2[tag] for tag in path]
+    return all(not tag.startswith("I-") or prev in ("B-" + tag[2:], tag) for prev, tag in zip(["O"] + names, names))
+
+
+@pytest.mark.parametrize("output_layer", ["crf", "softmax"])
+def test_decoding_gives_the_best_valid_iob2_path_in_both_output_modes(output_layer):
+    model = _tagger(output_layer, num_tags=5, **iob2_constraints(IOB2))
+    x = _inputs([[3, 4, 5, 6], [7, 8]])
+    model(x)
+    # Inside tags score highest on their own, so each token's own best tag makes invalid paths.
+    model.potentials.bias.assign(np.array([0.0, 0.0, 3.0, 0.0, 2.5], "float32"))
+    potentials = keras.ops.convert_to_numpy(model(x))
+    assert (potentials.argmax(-1)[:, 0] % 2 == 0).all() and (potentials.argmax(-1)[:, 0] > 0).all()
+    if output_layer == "softmax":  # the allowed path of the most probable tags, token by token
+        scores = potentials - np.log(np.exp(potentials).sum(-1, keepdims=True))
+    else:  # untrained transitions are 0: the path's score is its potentials' sum
+        scores = potentials
+    decoded = keras.ops.convert_to_numpy(model.decode(x))
+    for row, length in enumerate((4, 2)):
+        paths = [p for p in itertools.product(range(5), repeat=length) if _valid_iob2(p)]
+        best = max(paths, key=lambda path: sum(scores[row, t, tag] for t, tag in enumerate(path)))
+        assert tuple(decoded[row, :length]) == best
+        assert (decoded[row, length:] == 0).all()
 
 
 def test_rejects_an_unknown_output_layer():

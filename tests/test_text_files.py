@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from seqtasks import regular_files
 from seqtasks.cli import main
-from seqtasks.data import text_files
 from seqtasks.data.captions import read_coco_captions, read_flickr_tokens, read_split_list
 from seqtasks.data.conll import read_conll
 from seqtasks.data.labelled_text import read_label_files, read_label_first_tsv, read_label_folders, read_labelled_csv
 from seqtasks.data.parallel_corpus import read_parallel_tsv
-from seqtasks.data.text_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, numbered_lines, reading
+from seqtasks.data.text_files import numbered_lines, reading
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.predict import read_inputs
 from seqtasks.recipe import load_recipe
 from seqtasks.recipe import loader as recipe_loader
+from seqtasks.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES
 
 
 @pytest.mark.parametrize("packed", [False, True])
@@ -66,8 +67,8 @@ def test_files_that_cannot_be_read_are_named(tmp_path):
 @pytest.fixture
 def small_limits(monkeypatch):
     """Limits small enough that a reader which ignored a device's kind would still stop at once."""
-    monkeypatch.setattr(text_files, "MAX_DATA_FILE_BYTES", 4096)
-    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 1024)
+    monkeypatch.setattr(regular_files, "MAX_DATA_FILE_BYTES", 4096)
+    monkeypatch.setattr(regular_files, "MAX_LINE_BYTES", 1024)
     monkeypatch.setattr(recipe_loader, "MAX_RECIPE_BYTES", 1024)
 
 
@@ -169,7 +170,7 @@ def test_a_recipe_at_its_size_limit_is_read(tmp_path, monkeypatch):
 
 
 def test_the_size_limit_counts_gzip_files_decompressed(tmp_path, monkeypatch):
-    monkeypatch.setattr(text_files, "MAX_DATA_FILE_BYTES", 100)
+    monkeypatch.setattr(regular_files, "MAX_DATA_FILE_BYTES", 100)
     path = tmp_path / "lines.txt.gz"
     path.write_bytes(gzip.compress(b"a\n" * 50))
     assert len(list(numbered_lines(path))) == 50
@@ -189,7 +190,7 @@ def test_the_size_limit_counts_gzip_files_decompressed(tmp_path, monkeypatch):
 
 
 def test_a_line_above_the_line_limit_is_named(tmp_path, monkeypatch):
-    monkeypatch.setattr(text_files, "MAX_LINE_BYTES", 8)
+    monkeypatch.setattr(regular_files, "MAX_LINE_BYTES", 8)
     path = tmp_path / "lines.txt"
     path.write_bytes(b"12345678\r\n12345678")  # at the limit, with and without a line end
     assert list(numbered_lines(path)) == [(1, "12345678"), (2, "12345678")]
@@ -202,4 +203,4 @@ def test_a_line_above_the_line_limit_is_named(tmp_path, monkeypatch):
     "size, shown", [(2 * 1024**3, "2 GiB"), (1024**2, "1 MiB"), (3 * 1024, "3 KiB"), (1000, "1000 bytes"), (1025, "1025 bytes")]
 )
 def test_sizes_are_shown_in_the_largest_unit_that_divides_them(size, shown):
-    assert text_files.describe_size(size) == shown
+    assert regular_files.describe_size(size) == shown

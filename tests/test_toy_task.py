@@ -74,6 +74,7 @@ def test_saved_model_serves_strings_with_tensorflow_alone(toy_run):
     assert out["digits"]["output"]["value"] == ["5 1 4 1 3", "8 1 7 2"]
     assert out["single"]["output"]["value"] == ["7 8 9"]
     assert out["edge"]["output"]["value"][3] == "4 3"
+    assert out["edge"]["output"]["value"][0] == "" and out["edge"]["score"]["value"][0] == 0.0  # nothing in, nothing out
     assert out["empty_batch"]["output"]["value"] == []
 
 
@@ -82,7 +83,15 @@ def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(s
 
     run_dir, exports, _ = small_toy_run
     before = {p.relative_to(exports): p.read_bytes() for p in (exports / "toy").rglob("*") if p.is_file()}
+    # The final model is the one training exported: same weights (hashed from model.keras), same recipe.
     result = seqtasks_command("export", run_dir)
+    assert result.stdout.strip().splitlines()[-2:] == [
+        f"{exports / 'toy' / '1'} has these weights and this recipe already: nothing exported "
+        "(--force exports a new version anyway)",
+        f"SavedModel: {exports / 'toy' / '1'}",
+    ]
+    assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1"]
+    result = seqtasks_command("export", run_dir, "--force")
     assert result.stdout.strip().splitlines()[-1] == f"SavedModel: {exports / 'toy' / '2'}"
     assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]
 
@@ -91,13 +100,68 @@ def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(s
         raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
 
     monkeypatch.setattr(tf.saved_model, "save", fill_the_disk)
-    result = seqtasks_command("export", run_dir, "--checkpoint", "latest", expect=2)
+    result = seqtasks_command("export", run_dir, "--checkpoint", "latest", "--force", expect=2)
     assert result.stderr.strip().splitlines() == [
-        f"Error: {exports / 'toy' / '3'}: writing failed (No space left on device); nothing was written there "
-        "and earlier versions are untouched"
+        f"Error: {exports / 'toy'}: writing the new version failed (No space left on device); no version was "
+        "added and earlier versions are untouched"
     ]
     assert sorted(p.name for p in (exports / "toy").iterdir()) == ["1", "2"]  # no temporary folder left
     assert {p: (exports / p).read_bytes() for p in before} == before
+
+
+def test_an_export_carries_the_recipe_its_sources_the_metrics_and_a_model_card(small_toy_run):
+    from seqtasks import __version__
+
+    run_dir, exports, _ = small_toy_run
+    version = exports / "toy" / "1"  # exported at the end of training
+    extra = version / "assets.extra"
+    names = ["MODEL_CARD.md", "metrics.json", "recipe.yaml", "source.json", "weights.sha256"]
+    assert sorted(p.name for p in extra.iterdir()) == names
+    assert (extra / "recipe.yaml").read_text() == (run_dir / "recipe.yaml").read_text()
+    run_metrics = json.loads((run_dir / "metrics.json").read_text())
+    exported_metrics = json.loads((extra / "metrics.json").read_text())  # as they were before the export
+    assert exported_metrics["validation"] == run_metrics["validation"]
+    assert {key: run_metrics[key] for key in exported_metrics} == exported_metrics
+    weights = (extra / "weights.sha256").read_text()
+    assert len(weights) == 65 and weights.endswith("\n")
+    assert json.loads((extra / "source.json").read_text()) == {
+        "seqtasks_version": __version__,
+        "run_dir": str(run_dir.resolve()),
+        "checkpoint": "final",
+        "checkpoint_file": str(run_dir.resolve() / "model" / "model.keras"),
+        "weights_sha256": weights.strip(),
+        "data_files": {},
+        "data_url": "",
+        "signature": {
+            "inputs": {"text": {"dtype": "string", "shape": [None]}},
+            "outputs": {"output": {"dtype": "string", "shape": [None]}, "score": {"dtype": "float32", "shape": [None]}},
+            "custom_ops": [],
+        },
+    }
+    card = (extra / "MODEL_CARD.md").read_text()
+    recipe = load_recipe(run_dir / "recipe.yaml")
+    expected = [
+        "```python",
+        "import tensorflow as tf",  # no tensorflow_text: the toy graph uses core operations only
+        f'serve = tf.saved_model.load("{version}").signatures["serving_default"]',
+        'outputs = serve(text=tf.constant(["Your text here."]))',
+        'print(outputs["output"].numpy())',
+        'print(outputs["score"].numpy())',
+        "```",
+        "",
+        "| | name | dtype | shape |",
+        "| --- | --- | --- | --- |",
+        "| input | `text` | string | [batch] |",
+        "| output | `output` | string | [batch] |",
+        "| output | `score` | float32 | [batch] |",
+    ]
+    assert "\n".join(expected) in card
+    assert f"Exported by seqtasks {__version__} from the run folder `{run_dir.resolve()}`, its final model" in card
+    for key, value in run_metrics["validation"].items():
+        assert f"| {key} | {value:.4f} |" in card
+    assert f"Generated by seqtasks from the recipe (seed {recipe.seed}); no data files." in card
+    assert f"- A text is cut to its first {recipe.data.max_length} tokens (`data.max_length`)." in card
+    assert f"- An output has at most {recipe.model.decoding.max_length} tokens" in card
 
 
 def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoint(small_toy_run, tmp_path):
@@ -107,7 +171,9 @@ def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoin
     result = seqtasks_command("eval", run_dir, "--data", data, expect=2)
     assert "task 'toy' makes its own data; it has no data files to evaluate on" in result.stderr
     result = seqtasks_command("export", run_dir, "--checkpoint", "last", expect=2)
-    assert "--checkpoint: expected one of final, best, latest or a .weights.h5 file; got 'last'" in result.stderr
+    assert "--checkpoint: expected one of final, best, latest, a step number or a .weights.h5 file; got 'last'" in (
+        result.stderr
+    )
     result = seqtasks_command("export", tmp_path, expect=2)
     assert f"{tmp_path}: not a run folder (it has no recipe.yaml)" in result.stderr
     result = seqtasks_command("eval", "toy", "--data", data, "--output-dir", tmp_path, expect=2)

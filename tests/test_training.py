@@ -59,7 +59,7 @@ def test_early_stopping_waits_its_patience_then_stops(monitor, tmp_path, monkeyp
 
     def record(self, name):
         saved.append(name)
-        save_weights(self, name)
+        return save_weights(self, name)
 
     monkeypatch.setattr(TrainingCheckpoints, "_save_weights", record)
     keras.utils.set_random_seed(0)

@@ -6,6 +6,7 @@ import pytest
 from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
 
 from seqtasks.recipe import load_recipe
+from seqtasks.tasks.serving_limits import text_character_limit
 
 RECIPE = """
 task: translation
@@ -75,13 +76,22 @@ def test_saved_model_serves_like_the_run_decoded(translation_run):
             "one": ["Hola."],
             "none": [],
             "thousand": [row[0] for row in rows] * 200,
+            "blank": ["", "   ", "\t\n"],
+            # Cut to the characters read for data.max_length 20: the first reads "Hola." only.
+            "long": [" " * (text_character_limit(20) - 5) + "Hola. Buenos días a todos.", "Hola.", "Hola. Buenos días a todos."],
         },
     )
-    for name, size in (("validation", 5), ("edge", 4), ("one", 1), ("none", 0), ("thousand", 1000)):
+    for name, size in (("validation", 5), ("edge", 4), ("one", 1), ("none", 0), ("thousand", 1000), ("blank", 3)):
         assert out[name]["translation"]["shape"] == [size] and out[name]["score"]["shape"] == [size]
         assert out[name]["translation"]["dtype"] == "string" and out[name]["score"]["dtype"] == "float32"
     assert out["validation"]["translation"]["value"] == [row[1] for row in rows]
     assert out["thousand"]["translation"]["value"] == [row[1] for row in rows] * 200
+    # Nothing to translate: an empty translation, certain (log-probability 0).
+    assert out["blank"]["translation"]["value"] == ["", "", ""] and out["blank"]["score"]["value"] == [0.0, 0.0, 0.0]
+    assert out["edge"]["translation"]["value"][0] == "" and out["edge"]["score"]["value"][0] == 0.0
+    long = out["long"]
+    assert long["translation"]["value"][0] == long["translation"]["value"][1]
+    assert long["score"]["value"][0] == long["score"]["value"][1] != long["score"]["value"][2]
 
 
 def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
@@ -110,7 +120,8 @@ def test_eval_export_and_predict_commands(translation_run, tmp_path):
 
     def examples(folder):
         rows = [line.split("\t") for line in (folder / "translations.tsv").read_text().splitlines()[:5]]
-        return [row[0] for row in rows], [row[1] for row in rows]
+        # Blank lines are inputs too: each gets an empty line.
+        return [row[0] for row in rows] + ["", "   "], [row[1] for row in rows] + ["", ""]
 
     check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)
     assert len((run_dir / "eval" / "validation" / "translations.tsv").read_text().splitlines()) == len(validation)
@@ -122,6 +133,39 @@ def test_eval_export_and_predict_commands(translation_run, tmp_path):
     greedy = json.loads((run_dir / "eval" / "validation" / "metrics.json").read_text())
     assert greedy["decoding"]["beam_width"] == 1 and "bleu" in greedy["validation"]
     assert load_recipe(run_dir / "recipe.yaml").model.decoding.beam_width == 3
+
+
+@pytest.mark.slow
+def test_the_python_api_translates_from_the_export_and_the_run_folder_with_attention(translation_run):
+    import numpy as np
+
+    import seqtasks
+    from seqtasks.errors import SeqtasksError
+
+    root, run_dir, _ = translation_run
+    sources = [line.split("\t")[0] for line in (run_dir / "translations.tsv").read_text().splitlines()[:3]]
+    exported = seqtasks.load(root / "saved_models" / "tiny")  # the base path: its newest version
+    assert exported.task == "translation" and exported.path == root / "saved_models" / "tiny" / "1"
+    results = exported.translate(sources + [""])
+    assert all(isinstance(result.score, float) for result in results)
+    assert results[-1].text == "" and results[-1].score == 0.0 and all(result.text for result in results[:-1])
+    assert [row["translation"] for row in exported.predict(sources + [""])] == [result.text for result in results]
+    assert len(exported.translate(sources, batch_size=2)) == 3
+    assert isinstance(exported.translate(sources[0]), type(results[0]))  # one text in, one result out
+    with pytest.raises(SeqtasksError, match="attention weights come from a run folder's model"):
+        exported.translate(sources, attention=True)
+    with pytest.raises(SeqtasksError, match=r"a translation model has no tag\(\); use predict\(\)"):
+        exported.tag(sources)
+
+    # The run folder's own model, in this process, translates as its export does.
+    trained = seqtasks.load(run_dir)
+    with_attention = trained.translate(sources + ["   "], attention=True)
+    assert [result.text for result in with_attention] == [result.text for result in results]
+    for result in with_attention[:-1]:
+        weights = result.attention
+        assert weights.shape == (len(result.target_tokens), len(result.source_tokens)) and weights.shape[0] > 0
+        assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-5)
+    assert with_attention[-1].attention.shape == (0, 0) and with_attention[-1].source_tokens == []
 
 
 @pytest.mark.slow

@@ -1,7 +1,151 @@
 import keras
+import numpy as np
 from keras import ops
 
 from seqtasks.layers._validation import check_positive_int, clone_initializer
+
+# The score of a forbidden transition or start in decoding: such a path can never be the best.
+FORBIDDEN = float("-inf")
+
+
+def iob2_constraints(tags):
+    """The `CRF` arguments that allow only valid IOB2 paths over the tag names `tags`.
+
+    An `I-X` may follow only `B-X` or `I-X`, and may not start a sentence;
+    `O` and every `B-X` may go anywhere.
+
+    Args:
+        tags: list of str, the tag of each tag id: `"O"`, `"B-TYPE"` or
+            `"I-TYPE"`.
+
+    Returns:
+        A dict with `allowed_transitions` (`num_tags` lists of `num_tags`
+        bools, `[from][to]`) and `allowed_starts` (`num_tags` bools), to pass
+        to `CRF` or `SequenceTagger` as keyword arguments.
+
+    Example:
+
+    >>> iob2_constraints(["O", "B-PER", "I-PER"])["allowed_starts"]
+    [True, True, False]
+    """
+    for index, tag in enumerate(tags):
+        if not isinstance(tag, str) or not (tag == "O" or (tag[:2] in ("B-", "I-") and len(tag) > 2)):
+            raise ValueError(f"Expected IOB2 tags: 'O', 'B-TYPE' or 'I-TYPE'. Received: tags[{index}]={tag!r}")
+
+    def allowed(previous, tag):
+        return not tag.startswith("I-") or previous in ("B-" + tag[2:], tag)
+
+    return {
+        "allowed_transitions": [[allowed(previous, tag) for tag in tags] for previous in tags],
+        "allowed_starts": [not tag.startswith("I-") for tag in tags],
+    }
+
+
+def _check_booleans(value, shape, name):
+    """`value` as nested lists of Python bools, after checking it is `None` or booleans of `shape`."""
+    if value is None:
+        return None
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        array = None
+    if array is None or array.dtype != bool or array.shape != shape:
+        received = "ragged" if array is None else f"{array.dtype} of shape {array.shape}"
+        raise ValueError(f"Expected booleans of shape {shape}. Received: {name} {received}")
+    return array.tolist()
+
+
+def check_constraints(num_tags, allowed_transitions, allowed_starts):
+    """`(allowed_transitions, allowed_starts)` as nested lists of bools (or `None`), checked as `CRF` needs them."""
+    allowed_transitions = _check_booleans(allowed_transitions, (num_tags, num_tags), "allowed_transitions")
+    allowed_starts = _check_booleans(allowed_starts, (num_tags,), "allowed_starts")
+    if allowed_starts is not None and not any(allowed_starts):
+        raise ValueError("Expected at least one tag that may start a sequence. Received: allowed_starts all False")
+    if allowed_transitions is not None:
+        # Then a path of every length exists from any allowed start.
+        stuck = [tag for tag, row in enumerate(allowed_transitions) if not any(row)]
+        if stuck:
+            raise ValueError(
+                "Expected every tag to have at least one allowed next tag. "
+                f"Received: allowed_transitions[{stuck[0]}] all False"
+            )
+    return allowed_transitions, allowed_starts
+
+
+def _time_major(potentials, mask):
+    potentials = ops.cast(potentials, "float32")
+    if mask is None:
+        mask = ops.ones(ops.shape(potentials)[:2], dtype="bool")
+    mask = ops.cast(mask, "bool")
+    # One padded step more, so the scans over steps 1.. never run zero times
+    # (TensorFlow cannot stack an empty list of unknown batch size).
+    potentials = ops.pad(potentials, ((0, 0), (0, 1), (0, 0)))
+    mask = ops.pad(mask, ((0, 0), (0, 1)), constant_values=False)
+    return ops.transpose(potentials, (1, 0, 2)), ops.transpose(mask, (1, 0))
+
+
+def _joined(steps, step_mask):
+    # One scanned tensor: Keras' TensorFlow scan fails on several inputs
+    # when the number of steps is unknown while tracing.
+    return ops.concatenate([steps, ops.expand_dims(ops.cast(step_mask, steps.dtype), -1)], axis=-1)
+
+
+def _split(inputs):
+    return inputs[:, :-1], inputs[:, -1] > 0.5
+
+
+def viterbi_decode(potentials, mask, transitions, start_scores, end_scores):
+    """The best tag path and its score, by Viterbi decoding (`keras.ops` only).
+
+    Args:
+        potentials: `(batch, time, num_tags)` float tag scores.
+        mask: `(batch, time)` bool, `False` at padding (at the end), or `None`.
+        transitions: `(num_tags, num_tags)` float32 scores, `[from, to]`;
+            `FORBIDDEN` (-inf) where a transition may never be taken.
+        start_scores, end_scores: `(num_tags,)` float32 scores of the first and
+            last tag; `FORBIDDEN` where a tag may not start (or end) a path.
+
+    Returns:
+        `(tags, score)`: `(batch, time)` int32, 0 at padding, and `(batch,)`
+        float32. As long as some path avoids every forbidden score, the best
+        path does: a forbidden candidate never wins a maximum.
+    """
+    num_tags = ops.shape(transitions)[0]
+    steps, step_mask = _time_major(potentials, mask)
+    identity = ops.expand_dims(ops.arange(num_tags, dtype="int32"), 0)
+
+    def forward(best, inputs):
+        emission, keep = _split(inputs)
+        scores = ops.expand_dims(best, 2) + transitions
+        pointers = ops.cast(ops.argmax(scores, axis=1), "int32")
+        keep = ops.expand_dims(keep, 1)
+        # Padded steps carry the scores through and point every tag at itself.
+        best = ops.where(keep, ops.max(scores, axis=1) + emission, best)
+        # Keras' TensorFlow scan gives the outputs the carry's dtype, so the
+        # pointers (small integers, exact in float32) travel as floats.
+        return best, ops.cast(ops.where(keep, pointers, identity), "float32")
+
+    best, pointers = ops.scan(forward, start_scores + steps[0], _joined(steps[1:], step_mask[1:]))
+    pointers = ops.cast(pointers, "int32")
+    final = best + end_scores
+    score = ops.max(final, axis=1)
+    last = ops.cast(ops.argmax(final, axis=1), "int32")
+
+    def backward(tag, step_pointers):
+        previous = ops.take_along_axis(step_pointers, ops.expand_dims(tag, 1), axis=1)[:, 0]
+        return previous, previous
+
+    _, earlier = ops.scan(backward, last, pointers, reverse=True)
+    tags = ops.transpose(ops.concatenate([earlier, ops.expand_dims(last, 0)], axis=0), (1, 0))
+    tags = ops.where(ops.transpose(step_mask, (1, 0)), tags, ops.zeros_like(tags))
+    return tags[:, :-1], score
+
+
+def constraint_scores(allowed, shape):
+    """float32 scores for `viterbi_decode`: 0 where `allowed` (nested bools, or `None`: all) is true, else `FORBIDDEN`."""
+    if allowed is None:
+        return ops.zeros(shape, "float32")
+    return ops.cast(ops.where(ops.convert_to_tensor(allowed, "bool"), 0.0, FORBIDDEN), "float32")
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -16,11 +160,24 @@ class CRF(keras.layers.Layer):
     `log_likelihood` gives the training objective for gold paths. Both run
     in float32 with `keras.ops.scan` over time.
 
+    A tag scheme's rules (`iob2_constraints`: no `I-PER` after `O`) can be
+    given as `allowed_transitions` and `allowed_starts`: decoding then only
+    returns paths that keep them, whatever the scores. Training is left
+    unconstrained on purpose: `log_likelihood` normalises over every path, so
+    a gold path that breaks the rules (a slip in hand-made data) still has a
+    finite loss, and the learned transition scores already make rule-breaking
+    paths unlikely.
+
     Args:
         num_tags: int, the number of tags.
         transitions_initializer: initializer of the transition, start and
             end scores, each with its own copy. Defaults to `"zeros"` (no
             preference before training).
+        allowed_transitions: optional `(num_tags, num_tags)` booleans (nested
+            lists or a NumPy array), `[from][to]`: `False` where a tag may
+            never follow another. Defaults to `None`, every transition.
+        allowed_starts: optional `(num_tags,)` booleans: `False` for tags
+            that may not begin a sequence. Defaults to `None`, every tag.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -32,8 +189,8 @@ class CRF(keras.layers.Layer):
 
     Returns:
         A tuple `(tags, score)`: `tags` is `(batch, time)` int32, the best
-        path, 0 at padding; `score` is `(batch,)` float32 (whatever the
-        dtype policy), the unnormalised score of that path.
+        allowed path, 0 at padding; `score` is `(batch,)` float32 (whatever
+        the dtype policy), the unnormalised score of that path.
 
     `log_likelihood(potentials, tags, mask=None)` returns the `(batch,)` log
     probability of the given int `(batch, time)` tag paths (tags at padding
@@ -46,6 +203,10 @@ class CRF(keras.layers.Layer):
     >>> tags, score = crf(potentials)
     >>> tuple(tags.shape), tuple(score.shape)
     ((2, 4), (2,))
+    >>> iob2 = CRF(num_tags=3, **iob2_constraints(["O", "B-PER", "I-PER"]))
+    >>> potentials = np.array([[[1.0, 0.0, 0.0], [0.0, 0.0, 2.0]]], "float32")
+    >>> keras.ops.convert_to_numpy(iob2(potentials)[0]).tolist()  # O I-PER is not IOB2
+    [[1, 2]]
 
     Reference:
         Lafferty, McCallum & Pereira, "Conditional Random Fields", ICML 2001;
@@ -53,11 +214,14 @@ class CRF(keras.layers.Layer):
         NAACL 2016. https://arxiv.org/abs/1603.01360
     """
 
-    def __init__(self, num_tags, transitions_initializer="zeros", **kwargs):
+    def __init__(
+        self, num_tags, transitions_initializer="zeros", allowed_transitions=None, allowed_starts=None, **kwargs
+    ):
         super().__init__(**kwargs)
         check_positive_int(num_tags, "num_tags")
         self.num_tags = num_tags
         self.transitions_initializer = keras.initializers.get(transitions_initializer)
+        self.allowed_transitions, self.allowed_starts = check_constraints(num_tags, allowed_transitions, allowed_starts)
         self.supports_masking = True
 
     def build(self, potentials_shape):
@@ -83,72 +247,29 @@ class CRF(keras.layers.Layer):
         )
         self.built = True
 
-    def _time_major(self, potentials, mask):
-        potentials = ops.cast(potentials, "float32")
-        if mask is None:
-            mask = ops.ones(ops.shape(potentials)[:2], dtype="bool")
-        mask = ops.cast(mask, "bool")
-        # One padded step more, so the scans over steps 1.. never run zero times
-        # (TensorFlow cannot stack an empty list of unknown batch size).
-        potentials = ops.pad(potentials, ((0, 0), (0, 1), (0, 0)))
-        mask = ops.pad(mask, ((0, 0), (0, 1)), constant_values=False)
-        return ops.transpose(potentials, (1, 0, 2)), ops.transpose(mask, (1, 0))
-
-    @staticmethod
-    def _joined(steps, step_mask):
-        # One scanned tensor: Keras' TensorFlow scan fails on several inputs
-        # when the number of steps is unknown while tracing.
-        return ops.concatenate([steps, ops.expand_dims(ops.cast(step_mask, steps.dtype), -1)], axis=-1)
-
-    @staticmethod
-    def _split(inputs):
-        return inputs[:, :-1], inputs[:, -1] > 0.5
-
     def call(self, potentials, mask=None):
-        steps, step_mask = self._time_major(potentials, mask)
-        transitions = ops.cast(self.transitions, "float32")
-        identity = ops.expand_dims(ops.arange(self.num_tags, dtype="int32"), 0)
-
-        def forward(best, inputs):
-            emission, keep = self._split(inputs)
-            scores = ops.expand_dims(best, 2) + transitions
-            pointers = ops.cast(ops.argmax(scores, axis=1), "int32")
-            keep = ops.expand_dims(keep, 1)
-            # Padded steps carry the scores through and point every tag at itself.
-            best = ops.where(keep, ops.max(scores, axis=1) + emission, best)
-            # Keras' TensorFlow scan gives the outputs the carry's dtype, so the
-            # pointers (small integers, exact in float32) travel as floats.
-            return best, ops.cast(ops.where(keep, pointers, identity), "float32")
-
-        first = ops.cast(self.start_transitions, "float32") + steps[0]
-        best, pointers = ops.scan(forward, first, self._joined(steps[1:], step_mask[1:]))
-        pointers = ops.cast(pointers, "int32")
-        final = best + ops.cast(self.end_transitions, "float32")
-        score = ops.max(final, axis=1)
-        last = ops.cast(ops.argmax(final, axis=1), "int32")
-
-        def backward(tag, step_pointers):
-            previous = ops.take_along_axis(step_pointers, ops.expand_dims(tag, 1), axis=1)[:, 0]
-            return previous, previous
-
-        _, earlier = ops.scan(backward, last, pointers, reverse=True)
-        tags = ops.transpose(ops.concatenate([earlier, ops.expand_dims(last, 0)], axis=0), (1, 0))
-        tags = ops.where(ops.transpose(step_mask, (1, 0)), tags, ops.zeros_like(tags))
-        return tags[:, :-1], score
+        n = self.num_tags
+        return viterbi_decode(
+            potentials,
+            mask,
+            ops.cast(self.transitions, "float32") + constraint_scores(self.allowed_transitions, (n, n)),
+            ops.cast(self.start_transitions, "float32") + constraint_scores(self.allowed_starts, (n,)),
+            ops.cast(self.end_transitions, "float32"),
+        )
 
     def log_likelihood(self, potentials, tags, mask=None):
-        """Log probability `(batch,)` of the paths `tags` `(batch, time)`."""
-        steps, step_mask = self._time_major(potentials, mask)
+        """Log probability `(batch,)` of the paths `tags` `(batch, time)`, over every path (constraints aside)."""
+        steps, step_mask = _time_major(potentials, mask)
         transitions = ops.cast(self.transitions, "float32")
 
         def forward(log_alpha, inputs):
-            emission, keep = self._split(inputs)
+            emission, keep = _split(inputs)
             scores = ops.logsumexp(ops.expand_dims(log_alpha, 2) + transitions, axis=1) + emission
             log_alpha = ops.where(ops.expand_dims(keep, 1), scores, log_alpha)
             return log_alpha, log_alpha
 
         first = ops.cast(self.start_transitions, "float32") + steps[0]
-        log_alpha, _ = ops.scan(forward, first, self._joined(steps[1:], step_mask[1:]))
+        log_alpha, _ = ops.scan(forward, first, _joined(steps[1:], step_mask[1:]))
         log_partition = ops.logsumexp(log_alpha + ops.cast(self.end_transitions, "float32"), axis=1)
         tags = ops.pad(ops.cast(tags, "int32"), ((0, 0), (0, 1)))
         return self._path_score(steps, step_mask, tags) - log_partition
@@ -186,6 +307,8 @@ class CRF(keras.layers.Layer):
             {
                 "num_tags": self.num_tags,
                 "transitions_initializer": keras.initializers.serialize(self.transitions_initializer),
+                "allowed_transitions": self.allowed_transitions,
+                "allowed_starts": self.allowed_starts,
             }
         )
         return config

@@ -5,6 +5,7 @@ from keras import ops
 
 from seqtasks.distribute import replicas_in_step
 from seqtasks.layers import CRF, CharacterCNN, StackedRNN
+from seqtasks.layers.crf import check_constraints, constraint_scores, viterbi_decode
 from seqtasks.losses import replica_share
 from seqtasks.special_ids import PAD_ID, UNK_ID
 
@@ -23,6 +24,14 @@ class SequenceTagger(keras.Model):
     the gold path's log-likelihood and `decode` runs Viterbi; with
     `"softmax"` each token is classified alone.
 
+    `allowed_transitions` and `allowed_starts` (e.g. from
+    `seqtasks.layers.crf.iob2_constraints(tags)`) restrict what `decode`
+    returns to the paths a tag scheme allows, in both modes: the CRF's
+    Viterbi search skips forbidden transitions, and the softmax mode decodes
+    the allowed path of the highest product of per-token probabilities
+    (Viterbi over the log-softmax) instead of each token's own best tag.
+    Training is unchanged.
+
     Args:
         word_vocab_size, char_vocab_size, num_tags: int (id 0 is padding).
         word_embedding_dim: int. word_dropout: float, the chance a training
@@ -32,6 +41,8 @@ class SequenceTagger(keras.Model):
         casing: bool, whether to add the casing feature.
         encoder: dict of `StackedRNN` arguments.
         dropout: float. output_layer: `"crf"` or `"softmax"`.
+        allowed_transitions, allowed_starts: optional booleans as `CRF`
+            takes them (`[from][to]`, and per tag); `None` allows all.
         **kwargs: other keyword arguments of `keras.Model`.
 
     Call arguments:
@@ -60,6 +71,8 @@ class SequenceTagger(keras.Model):
         dropout=0.5,
         output_layer="crf",
         seed=None,
+        allowed_transitions=None,
+        allowed_starts=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -78,6 +91,7 @@ class SequenceTagger(keras.Model):
         self.dropout = dropout
         self.output_layer = output_layer
         self.seed = seed
+        self.allowed_transitions, self.allowed_starts = check_constraints(num_tags, allowed_transitions, allowed_starts)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.word_embedding = keras.layers.Embedding(word_vocab_size, word_embedding_dim, dtype=self.dtype_policy, name="word_embedding")
         self.character_cnn = (
@@ -89,10 +103,19 @@ class SequenceTagger(keras.Model):
         self.encoder_layer = StackedRNN(**self.encoder, dtype=self.dtype_policy, name="encoder")
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
         self.potentials = keras.layers.Dense(num_tags, dtype="float32", name="potentials")  # float32 under mixed precision
-        self.crf = CRF(num_tags, dtype=self.dtype_policy, name="crf") if output_layer == "crf" else None
+        self.crf = None
+        if output_layer == "crf":
+            self.crf = CRF(
+                num_tags,
+                allowed_transitions=self.allowed_transitions,
+                allowed_starts=self.allowed_starts,
+                dtype=self.dtype_policy,
+                name="crf",
+            )
 
     @classmethod
-    def from_recipe(cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None):
+    def from_recipe(cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None, constraints=None):
+        """The tagger a recipe's `model` section describes; `constraints`: a dict like `iob2_constraints` gives."""
         return cls(
             word_vocab_size,
             char_vocab_size,
@@ -107,6 +130,7 @@ class SequenceTagger(keras.Model):
             dropout=model_config.dropout,
             output_layer=model_config.output,
             seed=seed,
+            **(constraints or {}),
         )
 
     @property
@@ -144,8 +168,14 @@ class SequenceTagger(keras.Model):
         mask = ops.not_equal(ops.cast(inputs["words"], "int32"), PAD_ID)
         if self.crf is not None:
             return self.crf(potentials, mask=mask)[0]
-        tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
-        return ops.where(mask, tags, ops.zeros_like(tags))
+        if self.allowed_transitions is None and self.allowed_starts is None:
+            tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
+            return ops.where(mask, tags, ops.zeros_like(tags))
+        n = self.num_tags
+        log_probabilities = ops.log_softmax(ops.cast(potentials, "float32"), axis=-1)
+        transitions = constraint_scores(self.allowed_transitions, (n, n))
+        starts = constraint_scores(self.allowed_starts, (n,))
+        return viterbi_decode(log_probabilities, mask, transitions, starts, ops.zeros((n,), "float32"))[0]
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mask = ops.not_equal(ops.cast(x["words"], "int32"), PAD_ID)
@@ -184,6 +214,8 @@ class SequenceTagger(keras.Model):
                 "dropout": self.dropout,
                 "output_layer": self.output_layer,
                 "seed": self.seed,
+                "allowed_transitions": self.allowed_transitions,
+                "allowed_starts": self.allowed_starts,
             }
         )
         return config

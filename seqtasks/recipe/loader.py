@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from seqtasks.data.text_files import open_regular_file
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
+from seqtasks.regular_files import open_regular_file
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

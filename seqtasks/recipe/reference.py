@@ -7,10 +7,10 @@ it; a test fails when the file and the schema disagree.
 import dataclasses
 import typing
 
-from seqtasks.data.text_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
 from seqtasks.recipe.loader import MAX_NESTING, MAX_RECIPE_BYTES
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
+from seqtasks.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
 
 
 def _type_name(hint):

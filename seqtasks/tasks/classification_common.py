@@ -41,9 +41,16 @@ def predict_probabilities(model, encode, texts, batch_size):
     return np.stack(rows) if rows else np.zeros((0, model.num_classes), np.float32)
 
 
-def make_classifier_server(model, tokenizer, encode, names):
-    """A `tf.Module` whose `serve` maps `text` `[None]` to `label` and `probabilities`."""
+def make_classifier_server(model, tokenizer, encode, names, max_length, keep="first"):
+    """A `tf.Module` whose `serve` maps `text` `[None]` to `label` and `probabilities`.
+
+    Texts are cut to their first (`keep="first"`) or last
+    `text_character_limit(max_length)` characters before `encode`. A text with no subwords (empty, blank) gets
+    the label `""` and equal probabilities: there is nothing to classify.
+    """
     import tensorflow as tf
+
+    from seqtasks.tasks.serving_limits import cut_text
 
     class ClassifierServer(tf.Module):
         def __init__(self):
@@ -54,9 +61,13 @@ def make_classifier_server(model, tokenizer, encode, names):
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def serve(self, text):
-            logits = self.model(_padded_ids(encode, text), training=False)
-            probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
+            ids = _padded_ids(encode, cut_text(text, max_length, keep))
+            probabilities = tf.nn.softmax(tf.cast(self.model(ids, training=False), tf.float32))
             label = tf.gather(self.names, tf.argmax(probabilities, axis=-1, output_type=tf.int32))
-            return {"label": label, "probabilities": probabilities}
+            empty = tf.reduce_all(tf.equal(ids, PAD_ID), axis=1)
+            return {
+                "label": tf.where(empty, "", label),
+                "probabilities": tf.where(empty[:, None], 1.0 / len(names), probabilities),
+            }
 
     return ClassifierServer()

@@ -60,8 +60,16 @@ def predict_tags(model, featurizer, tags, sentences, batch_size):
 
 
 def make_tagger_server(model, featurizer, tags, max_length):
-    """A `tf.Module` whose `serve` maps whitespace-tokenized `text` `[None]` to `tokens` and `tags`."""
+    """A `tf.Module` whose `serve` maps whitespace-tokenized `text` `[None]` to `tokens` and `tags`.
+
+    Texts are cut to `text_character_limit(max_length)` characters, then to
+    `max_length` tokens. Both outputs are `[None, None]`, padded at the end with `""`; a
+    token is never empty, so a row's real tokens and tags are its first
+    `count_nonzero(tokens != "")` entries, and an empty or blank text has none.
+    """
     import tensorflow as tf
+
+    from seqtasks.tasks.serving_limits import cut_text
 
     class TaggerServer(tf.Module):
         def __init__(self):
@@ -72,8 +80,7 @@ def make_tagger_server(model, featurizer, tags, max_length):
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def serve(self, text):
-            # Sentences are cut to `max_length` tokens.
-            tokens = tf.strings.split(text)[:, :max_length]
+            tokens = tf.strings.split(cut_text(text, max_length))[:, :max_length]
             features = self.featurizer.features(tokens)
             ids = self.model.decode(features)
             real = tf.not_equal(features["words"], 0)
@@ -147,9 +154,17 @@ class NerTask(Task):
         )
 
     def build_model(self):
+        from seqtasks.layers.crf import iob2_constraints
         from seqtasks.models import SequenceTagger
 
-        return SequenceTagger.from_recipe(self.recipe.model, *self.vocabulary_sizes, len(self.tags), seed=self.recipe.seed)
+        # Decoding (CRF or softmax) only returns valid IOB2: no I-X after O or another type.
+        return SequenceTagger.from_recipe(
+            self.recipe.model,
+            *self.vocabulary_sizes,
+            len(self.tags),
+            seed=self.recipe.seed,
+            constraints=iob2_constraints(self.tags),
+        )
 
     def compile_model(self, model):
         from seqtasks.training import make_optimizer

@@ -201,4 +201,6 @@ class SentimentTask(Task):
     def serving_module(self, model):
         from seqtasks.tasks.classification_common import make_classifier_server
 
-        return make_classifier_server(model, self.tokenizer, self.encode, self.names)
+        return make_classifier_server(
+            model, self.tokenizer, self.encode, self.names, self.recipe.data.max_length, self.recipe.data.keep
+        )

@@ -98,8 +98,15 @@ def decode_id_rows(decode_fn, rows, batch_size, timings=None):
 
 
 def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_length, output_name):
-    """A `tf.Module` whose `serve` maps `text` `[None]` to `output_name` and `score`."""
+    """A `tf.Module` whose `serve` maps `text` `[None]` to `output_name` and `score`.
+
+    Texts are cut to `text_character_limit(max_input_length)` characters,
+    then to `max_input_length` tokens. A text with no tokens (empty, blank) gets an
+    empty output and a score of 0.0, the log-probability of a certain output.
+    """
     import tensorflow as tf
+
+    from seqtasks.tasks.serving_limits import cut_text
 
     class Seq2SeqServer(tf.Module):
         def __init__(self):
@@ -110,13 +117,17 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def serve(self, text):
-            # Inputs are truncated to `max_input_length` tokens; at least one
-            # column keeps the encoder's time axis non-empty.
-            tokens = self.source_tokenizer.tokenize(text)[:, :max_input_length]
+            tokens = self.source_tokenizer.tokenize(cut_text(text, max_input_length))[:, :max_input_length]
+            # At least one column keeps the encoder's time axis non-empty.
             source = tokens.to_tensor(default_value=PAD_ID)
             source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(source)[1])]])
             ids, _, scores = decode_fn(source)
-            return {output_name: self.target_tokenizer.detokenize(ids), "score": scores}
+            # The decoder would write something even for no input.
+            empty = tf.equal(tokens.row_lengths(), 0)
+            return {
+                output_name: tf.where(empty, "", self.target_tokenizer.detokenize(ids)),
+                "score": tf.where(empty, tf.zeros_like(scores), scores),
+            }
 
     return Seq2SeqServer()
 

@@ -189,21 +189,44 @@ class TranslationTask(Task):
 
     def _write_heatmaps(self, model, source_rows, output_ids, out_dir):
         from seqtasks.plots import save_attention_heatmap
-        from seqtasks.tasks.seq2seq_common import decoded_prefix
 
         folder = out_dir / "attention"
         folder.mkdir(exist_ok=True)
-        source_vocab, target_vocab = self.source_tokenizer.vocab, self.target_tokenizer.vocab
         for index in range(min(_HEATMAPS, len(source_rows))):
-            output = decoded_prefix(output_ids[index])
-            target_in = np.array([[START_ID] + output[:-1]], np.int32)
-            weights = np.asarray(model.attention(np.array([source_rows[index]], np.int32), target_in))[0]
-            save_attention_heatmap(
-                weights,
-                [source_vocab[i] for i in source_rows[index]],
-                [target_vocab[i] for i in output],
-                folder / f"attention_{index}.png",
-            )
+            source_tokens, target_tokens, weights = self._attention_map(model, source_rows[index], output_ids[index])
+            save_attention_heatmap(weights, source_tokens, target_tokens, folder / f"attention_{index}.png")
+
+    def attention_maps(self, model, texts):
+        """For each text: its source subwords, the target subwords decoded (the end token included) and the
+        attention weights `(target, source)` the decoder used while writing them, with the recipe's decoding.
+        """
+        import tensorflow as tf
+
+        from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode, pad_rows
+
+        config, decoding = self.recipe.data, self.recipe.model.decoding
+        source_rows = [
+            row[: config.max_length] for row in self.source_tokenizer.tokenize(tf.constant(texts)).to_list()
+        ]
+        filled = [index for index, row in enumerate(source_rows) if row]
+        decoded = []
+        if filled:
+            rows = [source_rows[index] for index in filled]
+            decode = make_decode(model, decoding)
+            decoded = pad_rows(decode_id_rows(decode, rows, self.recipe.evaluation.batch_size), decoding.max_length)
+        output_ids = dict(zip(filled, decoded))
+        return [self._attention_map(model, row, output_ids.get(index, [])) for index, row in enumerate(source_rows)]
+
+    def _attention_map(self, model, source_row, output_ids):
+        from seqtasks.tasks.seq2seq_common import decoded_prefix
+
+        output = decoded_prefix(output_ids)
+        if not source_row:  # nothing to attend to: an empty text translates to nothing
+            return [], [], np.zeros((0, 0), np.float32)
+        target_in = np.array([[START_ID] + output[:-1]], np.int32)
+        weights = np.asarray(model.attention(np.array([source_row], np.int32), target_in))[0]
+        source_vocab, target_vocab = self.source_tokenizer.vocab, self.target_tokenizer.vocab
+        return [source_vocab[i] for i in source_row], [target_vocab[i] for i in output], weights
 
     def serving_module(self, model):
         from seqtasks.tasks.seq2seq_common import make_decode, make_server

@@ -1,0 +1,213 @@
+"""What an export carries to say what it is: the files of its `assets.extra/` and its model card.
+
+`audit_files` gives them as `{file name: text}`; the model card is a callable
+of the version's folder, which is known only when the version is published
+(`seqtasks.export.export_saved_model`). Every line of the card comes from the
+recipe, the run, the serving signature or the metrics: nothing is made up.
+"""
+
+import dataclasses
+import json
+
+from seqtasks import __version__
+from seqtasks.recipe import dump_recipe
+from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS, text_character_limit
+
+CARD = "MODEL_CARD.md"
+
+
+@dataclasses.dataclass
+class Source:
+    """Where an export's weights come from.
+
+    Attributes:
+        run_dir: the run folder (absolute).
+        checkpoint: `final`, `best`, `latest`, `step N` or `file`.
+        checkpoint_file: the file the weights were read from (the final
+            `model/model.keras` or a `.weights.h5` checkpoint).
+        weights_sha256: `seqtasks.export.weights_sha256` of the model.
+    """
+
+    run_dir: str
+    checkpoint: str
+    checkpoint_file: str
+    weights_sha256: str
+
+
+def data_files(recipe):
+    """`{dotted recipe key: path}` of the files and folders of the recipe's `data` section (resolved when loaded)."""
+    found = {}
+
+    def walk(section, prefix):
+        if not dataclasses.is_dataclass(section):
+            return
+        for field in dataclasses.fields(section):
+            value = getattr(section, field.name)
+            if field.metadata.get("path") and value:
+                found[prefix + field.name] = value
+            walk(value, f"{prefix}{field.name}.")
+
+    walk(recipe.data, "data.")
+    return found
+
+
+def identity_files(recipe, weights_sha256):
+    """The files that make two exports the same (`seqtasks.export.IDENTITY_FILES`): the recipe and the weights' hash."""
+    return {"recipe.yaml": dump_recipe(recipe), "weights.sha256": weights_sha256 + "\n"}
+
+
+def audit_files(recipe, signature, source, metrics=None, metrics_recipe_differs=False):
+    """The files of an export's `assets.extra/`: `{name: text}`, the model card a callable of the version folder.
+
+    Args:
+        recipe: the merged `Recipe` the export was made with.
+        signature: `seqtasks.export.describe_signature` of its serving function.
+        source: a `Source`.
+        metrics: the run's metrics (`metrics.json`) when they are those of
+            these weights, else None.
+        metrics_recipe_differs: whether the metrics were measured with the
+            run's own recipe, which differs from `recipe` (a `--set` on export).
+    """
+    files = {
+        **identity_files(recipe, source.weights_sha256),
+        "source.json": json.dumps(
+            {
+                "seqtasks_version": __version__,
+                **dataclasses.asdict(source),
+                "data_files": data_files(recipe),
+                "data_url": getattr(recipe.data, "url", ""),
+                "signature": signature,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+    }
+    if metrics is not None:
+        files["metrics.json"] = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
+    files[CARD] = lambda version: model_card(recipe, signature, source, version, metrics, metrics_recipe_differs)
+    return files
+
+
+def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_differs=False):
+    """The Markdown model card of the export in `version` (see `audit_files` for the arguments)."""
+    spec = TASKS[recipe.task]
+    (input_name,) = signature["inputs"]
+    lines = [f"# {recipe.name}", "", spec.description]
+    if recipe.description:
+        lines += ["", recipe.description]
+    lines += [
+        "",
+        f"Exported by seqtasks {__version__} from the run folder `{source.run_dir}`, {_checkpoint(source)}. "
+        "Beside this card: `recipe.yaml` (the merged recipe), `source.json` (run, checkpoint, data files, "
+        "signature, `weights.sha256`)" + (", `metrics.json` (the run's metrics)." if metrics is not None else "."),
+        "",
+        "## Calling it with TensorFlow alone",
+        "",
+        "```python",
+        "import tensorflow as tf",
+    ]
+    if signature["custom_ops"]:
+        lines.append("import tensorflow_text  # registers the tokenizer's operations the graph uses")
+    example = '[open("image.jpg", "rb").read()]' if input_name == "image" else '["Your text here."]'
+    lines += [
+        f'serve = tf.saved_model.load("{version}").signatures["serving_default"]',
+        f"outputs = serve({input_name}=tf.constant({example}))",
+        *(f'print(outputs["{name}"].numpy())' for name in signature["outputs"]),
+        "```",
+        "",
+        "| | name | dtype | shape |",
+        "| --- | --- | --- | --- |",
+        *(_row("input", name, tensor) for name, tensor in signature["inputs"].items()),
+        *(_row("output", name, tensor) for name, tensor in signature["outputs"].items()),
+        "",
+        "One string per example: "
+        + ("the bytes of a JPEG, PNG or BMP file." if input_name == "image" else "UTF-8 text."),
+        "",
+        "## Scores",
+        "",
+        *_scores(recipe, metrics, source, metrics_recipe_differs),
+        "",
+        "## Data",
+        "",
+        *_data(recipe, spec),
+        "",
+        "## Input limits",
+        "",
+        *(f"- {line}" for line in _limits(recipe, input_name)),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _checkpoint(source):
+    if source.checkpoint == "final":
+        return f"its final model (`{source.checkpoint_file}`)"
+    return f"its checkpoint {source.checkpoint} (`{source.checkpoint_file}`)"
+
+
+def _row(kind, name, tensor):
+    shape = ", ".join("batch" if index == 0 and size is None else "any" if size is None else str(size)
+                      for index, size in enumerate(tensor["shape"]))
+    return f"| {kind} | `{name}` | {tensor['dtype']} | [{shape}] |"
+
+
+def _scores(recipe, metrics, source, metrics_recipe_differs):
+    validation = (metrics or {}).get("validation")
+    if not validation:
+        return [
+            f"None: seqtasks did not evaluate the {source.checkpoint} weights. "
+            f"`seqtasks eval {source.run_dir} --checkpoint ... --data FILE` measures them."
+        ]
+    lines = ["On the run's validation data:", "", "| metric | value |", "| --- | --- |"]
+    lines += [f"| {key} | {value:.4f} |" if isinstance(value, float) else f"| {key} | {value} |"
+              for key, value in validation.items()]
+    if metrics_recipe_differs:
+        lines += ["", "Measured with the run's own recipe; this export's `recipe.yaml` differs from it."]
+    return lines
+
+
+def _data(recipe, spec):
+    files = data_files(recipe)
+    if not spec.reads_data_files:
+        lines = [f"Generated by seqtasks from the recipe (seed {recipe.seed}); no data files."]
+    else:
+        lines = ["The model and its vocabularies were learned from the training examples of these files:", ""]
+        lines += [f"- `{key}`: `{path}`" for key, path in files.items()]
+    url = getattr(recipe.data, "url", "")
+    if spec.reads_data_files:
+        lines += ["", f"- Source: {url}" if url else "- Source: not recorded in the recipe (`data.url`)."]
+        lines.append("- Licence: not recorded in the recipe; check the data's source before sharing this model "
+                     "or its outputs.")
+    return lines
+
+
+def _limits(recipe, input_name):
+    """The serving function's limits on its inputs and outputs, from the recipe's values."""
+    data, model = recipe.data, recipe.model
+    decoding = getattr(model, "decoding", None)
+    lines = ["Any batch size; an empty batch gives empty outputs."]
+    if input_name == "text":
+        keep = getattr(data, "keep", "first")
+        lines.append(f"Only the {keep} {text_character_limit(data.max_length):,} characters of a text are read.")
+    if recipe.task == "sentiment":
+        lines.append(
+            f"A longer text keeps its {data.keep} {data.max_length} subwords (`data.max_length`, `data.keep`)."
+        )
+    elif recipe.task == "ner":
+        lines.append(f"The first {data.max_length} whitespace-separated tokens of a text are tagged; "
+                     "later ones are cut off (`data.max_length`).")
+    elif input_name == "text" and hasattr(data, "max_length"):
+        lines.append(f"A text is cut to its first {data.max_length} tokens (`data.max_length`).")
+    if input_name == "image":
+        backbone = model.backbone
+        size = (f"{backbone.image_size}x{backbone.image_size} pixels (`model.backbone.image_size`)"
+                if backbone.type != "file" else "the input size of the backbone file (`model.backbone.path`)")
+        lines.append(
+            f"An image is a JPEG, PNG or BMP file of at most {MAX_IMAGE_PIXELS:,} pixels (width times height, "
+            f"read from its header before decoding); it is resized to {size}."
+        )
+    if decoding is not None:
+        lines.append(f"An output has at most {decoding.max_length} tokens (`model.decoding.max_length`).")
+    return lines

@@ -1,0 +1,70 @@
+"""A run stopped at a step checkpoint mid-epoch and resumed ends exactly where an uninterrupted run ends.
+
+Dropout, shuffling and the running training metrics all decide the result, so
+the small recipes here have dropout, several epochs and a checkpoint every few
+steps; the stop falls inside the second epoch.
+"""
+
+import pytest
+from conftest import REPO
+from test_ner_task import RECIPE as NER_RECIPE
+from test_ner_task import _sentences
+from test_translation_task import RECIPE as TRANSLATION_RECIPE
+
+from seqtasks.checkpoints import TrainingCheckpoints
+from seqtasks.recipe import load_recipe
+from seqtasks.runner import Runner
+
+pytestmark = pytest.mark.slow  # three small trainings for each task
+
+COMMON = [
+    "training.epochs=2",
+    "training.checkpoint_every_steps=3",
+    "export.enabled=false",
+    "training.early_stopping_patience=null",
+]
+
+
+def _translation(root):
+    sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
+    (root / "pairs.tsv").write_text("\n".join(sample[:300]) + "\n", encoding="utf-8")
+    (root / "recipe.yaml").write_text(TRANSLATION_RECIPE)
+    return ["model.decoding.beam_width=1"]
+
+
+def _ner(root):
+    data = REPO / "recipes" / "data"
+    (root / "train.conll").write_text(_sentences(data / "ner-sample.train.conll", 200), encoding="utf-8")
+    (root / "dev.conll").write_text(_sentences(data / "ner-sample.dev.conll", 30), encoding="utf-8")
+    (root / "recipe.yaml").write_text(NER_RECIPE)
+    return []
+
+
+class Stopped(Exception):
+    """The stand-in for a kill."""
+
+
+@pytest.mark.parametrize("task, write", [("translation", _translation), ("ner", _ner)])
+def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task, write, tmp_path, monkeypatch):
+    overrides = write(tmp_path)
+    recipe = load_recipe(tmp_path / "recipe.yaml", COMMON + overrides)
+    quiet = lambda line: None  # noqa: E731
+    uninterrupted = Runner.start(recipe, tmp_path / "uninterrupted", log=quiet).train()
+
+    save = TrainingCheckpoints.save
+
+    def save_then_stop(self, done=False):
+        save(self, done)
+        if self.epoch == 1 and self.batches_done >= 2:  # a step checkpoint inside the second epoch
+            raise Stopped
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TrainingCheckpoints, "save", save_then_stop)
+        with pytest.raises(Stopped):
+            Runner.start(recipe, tmp_path / "stopped", log=quiet).train()
+    runs = list((tmp_path / "stopped" / recipe.name).iterdir())
+    resumed = Runner.start(recipe, tmp_path / "stopped", log=quiet).train()
+    assert list((tmp_path / "stopped" / recipe.name).iterdir()) == runs  # resumed in the same folder
+    assert resumed["history"] == uninterrupted["history"]
+    assert resumed["validation"] == uninterrupted["validation"]
+    assert resumed["epochs_run"] == 2

@@ -1,0 +1,124 @@
+"""Starting a run: the recipe's inputs are checked before a run folder is made, and a run folder has one trainer."""
+
+import fcntl
+import json
+
+import pytest
+
+from seqtasks.errors import SeqtasksError
+from seqtasks.recipe import dump_recipe, load_recipe
+from seqtasks.runner import Runner, check_inputs
+
+
+def _recipe(tmp_path, text):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    return load_recipe(path)
+
+
+TRANSLATION = "task: translation\ndata: {path: pairs.tsv}\n"
+
+
+def test_a_missing_data_file_is_reported_before_any_run_folder_is_made(tmp_path):
+    with pytest.raises(SeqtasksError) as error:
+        Runner.start(_recipe(tmp_path, TRANSLATION), tmp_path / "runs", log=pytest.fail)
+    assert str(error.value) == f"{tmp_path / 'pairs.tsv'}: no such data file"
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "recipe, make, expected",
+    [
+        (TRANSLATION, {"pairs.tsv": "folder"}, "{root}/pairs.tsv: is a folder, expected a data file"),
+        (TRANSLATION, {"pairs.tsv": "fifo"}, "{root}/pairs.tsv: not a regular file"),
+        (
+            "task: sentiment\ndata: {format: lines, path: rt, labels: [neg, pos]}\n",
+            {"rt.neg": "file"},
+            "{root}/rt.pos: no such data file",
+        ),
+        ("task: sentiment\ndata: {format: folders, path: texts}\n", {"texts": "file"},
+         "{root}/texts: not a folder, expected a folder of data files"),
+        (
+            "task: captioning\ndata: {captions: c.txt, train_split: t.txt, validation_split: v.txt, images: img}\n",
+            {"c.txt": "file", "t.txt": "file", "v.txt": "file"},
+            "{root}/img: no such data folder",
+        ),
+        (
+            "task: captioning\ndata: {captions: c.txt, train_split: t.txt, validation_split: v.txt, images: img}\n"
+            "model: {backbone: {type: file, path: backbone.keras}}\n",
+            {"c.txt": "file", "t.txt": "file", "v.txt": "file", "img": "folder"},
+            "{root}/backbone.keras: no such data file",
+        ),
+    ],
+    ids=["folder", "fifo", "lines-label", "folders-format", "images", "backbone"],
+)
+def test_each_input_the_task_reads_must_be_there_as_a_file_or_folder(tmp_path, recipe, make, expected):
+    import os
+
+    for name, kind in make.items():
+        path = tmp_path / name
+        {"file": lambda: path.write_text("x\n"), "folder": path.mkdir, "fifo": lambda: os.mkfifo(path)}[kind]()
+    with pytest.raises(SeqtasksError) as error:
+        check_inputs(_recipe(tmp_path, recipe))
+    assert str(error.value) == expected.format(root=tmp_path)
+
+
+def test_a_run_another_process_is_training_is_not_resumed_twice(tmp_path):
+    recipe = _recipe(tmp_path, "task: toy\nname: toy\n")
+    run = tmp_path / "runs" / "toy" / "20261122-100000"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "recipe.yaml").write_text(dump_recipe(recipe))
+    (run / "checkpoints" / "state.json").write_text(json.dumps({"checkpoint": "step-00000004.weights.h5"}))
+    with open(run / ".lock", "w") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.write("4242\n")
+        other.flush()
+        with pytest.raises(SeqtasksError) as error:
+            Runner.start(recipe, tmp_path / "runs", log=lambda line: None)
+    assert str(error.value) == f"{run} is in use by another seqtasks process (pid 4242)"
+    assert [p.name for p in (tmp_path / "runs" / "toy").iterdir()] == ["20261122-100000"]
+
+
+def _fake_run(base, name, finished):
+    run = base / "toy" / name
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "recipe.yaml").write_text("task: toy\nname: toy\n")
+    for step in (50, 100):
+        (run / "checkpoints" / f"step-{step:08d}.weights.h5").write_bytes(b"weights")
+    (run / "checkpoints" / "state.json").write_text(json.dumps({"checkpoint": "step-00000100.weights.h5"}))
+    if finished:
+        (run / "model").mkdir()
+        (run / "model" / "model.keras").write_bytes(b"model")
+        (run / "metrics.json").write_text("{}")
+    return run
+
+
+@pytest.mark.parametrize("command", ["export", "eval"])
+def test_a_run_that_did_not_finish_is_used_only_when_its_checkpoint_is_named(tmp_path, command):
+    from conftest import seqtasks_command
+
+    run = _fake_run(tmp_path, "20261122-100000", finished=False)
+    data = tmp_path / "digits.txt"
+    data.write_text("1 2\n")
+    result = seqtasks_command(command, run, *(["--data", data] if command == "eval" else []), expect=2)
+    assert result.stderr.splitlines() == [
+        f"Error: {run}: the run did not finish (it has no model/model.keras); choose its weights with "
+        "--checkpoint latest, best or STEP (kept: 50, 100)"
+    ]
+
+
+def test_eval_of_a_recipe_names_the_finished_run_it_picked_and_the_newer_ones_it_skipped(tmp_path, monkeypatch):
+    from conftest import seqtasks_command
+
+    finished = _fake_run(tmp_path, "20261122-100000", finished=True)
+    killed = _fake_run(tmp_path, "20261122-110000", finished=False)
+    data = tmp_path / "digits.txt"
+    data.write_text("1 2\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "toy.yaml").write_text("task: toy\n")
+    result = seqtasks_command("eval", "toy.yaml", "--data", data, "--output-dir", tmp_path, expect=2)
+    assert result.stdout.splitlines()[:2] == [
+        f"Run folder: {finished} (the newest finished run of toy.yaml)",
+        f"  skipped {killed}: it has not finished (give its folder and --checkpoint to use it)",
+    ]
+    assert result.stderr.splitlines() == ["Error: task 'toy' makes its own data; it has no data files to evaluate on"]
