@@ -27,7 +27,7 @@ MODULES = (
     ("layers", ("layers/",)),
     ("decoding", ("decoding/",)),
     ("recipe", ("recipe/",)),
-    ("data", ("data/",)),
+    ("data", ("data/", "regular_files.py")),
     ("text", ("text/",)),
     ("io_utils", ("io_utils.py",)),
     ("checkpoints and resume", ("checkpoints.py", "training.py")),
