@@ -1,6 +1,7 @@
 """Reading data files line by line: plain or gzip, line ends removed, errors naming the file and the line."""
 
 import contextlib
+import errno
 import gzip
 import os
 import threading
@@ -204,3 +205,39 @@ def test_a_line_above_the_line_limit_is_named(tmp_path, monkeypatch):
 )
 def test_sizes_are_shown_in_the_largest_unit_that_divides_them(size, shown):
     assert regular_files.describe_size(size) == shown
+
+
+def test_a_folder_raises_the_error_opening_it_would(tmp_path):
+    from seqtasks.regular_files import open_regular_file
+
+    with pytest.raises(IsADirectoryError) as error:
+        open_regular_file(tmp_path, 10)
+    assert (error.value.errno, error.value.strerror, error.value.filename) == (
+        errno.EISDIR,
+        os.strerror(errno.EISDIR),
+        str(tmp_path),
+    )
+
+
+def test_a_regular_file_is_opened_for_blocking_reads(tmp_path):
+    from seqtasks.regular_files import open_regular_file
+
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"abc")
+    with open_regular_file(path, 3) as handle:
+        assert os.get_blocking(handle.fileno()) and handle.read() == b"abc"
+
+
+def test_a_fifo_swapped_in_after_the_check_is_refused_once_open(tmp_path, monkeypatch):
+    from seqtasks import regular_files
+
+    regular = tmp_path / "regular.txt"
+    regular.write_bytes(b"x")
+    swapped = tmp_path / "swapped"
+    os.mkfifo(swapped)
+    stat = os.stat
+    # The first check sees a regular file; the FIFO is what gets opened.
+    monkeypatch.setattr(regular_files.os, "stat", lambda path: stat(regular))
+    with pytest.raises(SeqtasksError) as error:
+        regular_files.open_regular_file(swapped, 10, "an input file")
+    assert str(error.value) == f"{swapped}: not a regular file"
