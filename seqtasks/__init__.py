@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 
-def load(path, checkpoint=None):
+def load(path, checkpoint=None, verbose=False):
     """A trained model from a run folder or an export (version folder or base path); see `seqtasks.api`.
 
     >>> model = seqtasks.load("saved_models/translation")  # doctest: +SKIP
@@ -12,4 +12,4 @@ def load(path, checkpoint=None):
     """
     from seqtasks.api import load as load_model
 
-    return load_model(path, checkpoint)
+    return load_model(path, checkpoint, verbose)

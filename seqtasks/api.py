@@ -38,14 +38,20 @@ class Caption:
     score: float
 
 
-def load(path, checkpoint=None):
+def load(path, checkpoint=None, verbose=False):
     """The model at `path`: a run folder, an export's version folder, or its base path (newest version).
 
     A run folder gives its final model; `checkpoint` (`best`, `latest`, a
     step or a `.weights.h5` file) picks a checkpoint instead, as for
     `seqtasks export`, and is how an unfinished run is used. Exports need
-    TensorFlow (and tensorflow-text) only.
+    TensorFlow (and tensorflow-text) only. TensorFlow's start-up log lines
+    are hidden as in the commands, unless `verbose` (or TensorFlow was
+    imported before).
     """
+    if not verbose:
+        from seqtasks.quiet import quiet_tensorflow
+
+        quiet_tensorflow()
     path = Path(path)
     if (path / "recipe.yaml").is_file():
         from seqtasks.predict import Predictor

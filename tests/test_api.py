@@ -1,5 +1,7 @@
 """`seqtasks.load`'s errors; each task's test file calls it on a trained run and its export."""
 
+import os
+
 import pytest
 
 import seqtasks
@@ -50,3 +52,13 @@ def test_inputs_go_in_batches_and_one_input_gives_one_result():
         model.translate(["a"], batch_size=0)
     with pytest.raises(SeqtasksError, match=r"^export/1: a translation model has no classify\(\); use predict\(\)$"):
         model.classify("a")
+
+
+def test_loading_hides_tensorflows_start_up_lines_unless_verbose(tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    with pytest.raises(SeqtasksError):
+        seqtasks.load(tmp_path / "nothing", verbose=True)
+    assert "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    with pytest.raises(SeqtasksError):
+        seqtasks.load(tmp_path / "nothing")
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
