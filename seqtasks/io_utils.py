@@ -112,7 +112,8 @@ def remove_stale_staging(root, now=None):
         ours = match is not None and match["host"] == host
         if old or (ours and not _running(int(match["pid"]))):
             shutil.rmtree(path, ignore_errors=True)
-            removed.append(path.name)
+            if not os.path.lexists(path):
+                removed.append(path.name)
     return removed
 
 

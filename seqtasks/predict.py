@@ -12,10 +12,10 @@ MAX_IMAGE_BYTES = 64 * 1024**2
 
 def read_inputs(path):
     """The lines of `path` (`-`: standard input), blank lines kept: each is one input."""
-    from seqtasks.data.text_files import numbered_lines, reading
+    from seqtasks.data.text_files import numbered_lines, reading, stream_lines
 
     if path == "-":
-        return [line.rstrip("\r\n") for line in sys.stdin]
+        return [line for _, line in stream_lines(sys.stdin.buffer, "standard input")]
     with reading(path):
         return [line for _, line in numbered_lines(path)]
 

@@ -103,15 +103,18 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
         with warnings.catch_warnings():
             # Keras warns whenever data of unknown length ends an epoch, which is how every epoch here ends.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
-            return model.fit(
-                train_data,
-                validation_data=validation_data,
-                initial_epoch=checkpoints.epoch,
-                epochs=epochs,
-                callbacks=callbacks,
-                shuffle=False,  # the datasets shuffle themselves
-                verbose=0,  # `progress` draws a live line in a terminal, a line per epoch in logs
-            )
+            try:
+                return model.fit(
+                    train_data,
+                    validation_data=validation_data,
+                    initial_epoch=checkpoints.epoch,
+                    epochs=epochs,
+                    callbacks=callbacks,
+                    shuffle=False,  # the datasets shuffle themselves
+                    verbose=0,  # `progress` draws a live line in a terminal, a line per epoch in logs
+                )
+            finally:
+                progress.end_line()
 
     if state is None or not state["done"]:
         if checkpoints.epoch_metrics is not None:

@@ -116,6 +116,7 @@ class TrainingProgress(keras.callbacks.Callback):
         self.end_seconds = 0.0  # the last epoch's, from its last step to its end: validation, checkpoint
         self._stream = None
         self._live = False
+        self._width = 0  # of the live line while it is open
 
     def on_train_begin(self, logs=None):
         self._stream = self.out if self.out is not None else sys.stdout
@@ -175,10 +176,16 @@ class TrainingProgress(keras.callbacks.Callback):
             text += " - run ETA " + self._eta((self.epochs - epoch - 1) * self.epoch_seconds)
         if self._live:
             self._draw(text)
-            self._stream.write("\n")
-            self._stream.flush()
+            self.end_line()
         else:
             self._line(text)
+
+    def end_line(self):
+        """Ends the live line if it is open, so that what comes next (an error) starts a line of its own."""
+        if self._width:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._width = 0
 
     def _rate(self):
         """Seconds per step in this epoch, the first step left out; the last epoch's before two steps."""

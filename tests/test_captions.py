@@ -120,12 +120,6 @@ def test_a_flickr_line_without_a_tab_is_malformed_even_with_an_image_number(tmp_
     assert str(error.value) == f"{path}:1: expected '<image>#<n><TAB><caption>'"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SeqtasksError,
-    reason="bug: the key is split at its first '#', so a line in the documented '<image>#<n><TAB><caption>' "
-    "form whose image name holds a '#' is rejected as malformed",
-)
 def test_an_image_name_with_a_hash_sign_is_read(tmp_path):
     path = tmp_path / "tokens.txt"
     path.write_text("dog#1.jpg#0\tA dog .\n", encoding="utf-8")

@@ -288,6 +288,75 @@ def test_a_nan_loss_in_the_history_is_null_in_the_state_and_nan_again_on_resume(
     assert resumed.history["loss"][0] == 2.0 and np.isnan(resumed.history["loss"][1])
 
 
+def test_the_last_batch_logs_are_checkpointed_and_an_epoch_resumed_after_its_last_batch_records_them(tmp_path):
+    callback = _callback(tmp_path)
+    callback.on_train_begin()
+    callback.on_epoch_begin(0)
+    callback.on_train_batch_end(0, {"loss": np.float32(2.5), "mae": np.float32("nan")})
+    callback.save()
+    state = read_state(tmp_path)
+    assert (state["epoch"], state["batches_done"], state["epoch_logs"]) == (0, 1, {"loss": 2.5, "mae": None})
+    # Resumed after that batch, the epoch's last: Keras runs no batch and logs no training loss; the checkpoint has it.
+    for logs, validation in ((None, {}), ({"val_loss": 1.5}, {"val_loss": [1.5]})):
+        resumed = _callback(tmp_path, state=state)
+        resumed.on_epoch_begin(0)
+        resumed.on_epoch_end(0, logs)
+        assert sorted(resumed.history) == sorted(["loss", "mae", *validation])
+        assert resumed.history["loss"] == [2.5] and np.isnan(resumed.history["mae"]).tolist() == [True]
+        assert read_state(tmp_path)["history"] == {"loss": [2.5], "mae": [None], **validation}
+
+
+@pytest.mark.parametrize(
+    "batches_done, epoch, position, metrics, history",
+    [
+        (2, 1, (1, 2), [7.0, 2.0], {"loss": [3.5], "val_loss": [1.0]}),  # the epoch stopped part way goes on
+        (2, 3, (3, 0), [0.0, 0.0], {"val_loss": [1.0]}),  # another epoch starts afresh
+        (0, 1, (1, 0), [0.0, 0.0], {"val_loss": [1.0]}),  # a state at an epoch's boundary has nothing to go on from
+    ],
+)
+def test_an_epoch_goes_on_from_the_checkpointed_running_metrics_only_where_it_stopped(
+    tmp_path, batches_done, epoch, position, metrics, history
+):
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import TrainingPosition
+
+    state = {"epoch": 1, "batches_done": batches_done, "steps": 8, "epoch_metrics": [7.0, 2.0], "epoch_logs": {"loss": 3.5}}
+    model, where = _model(), TrainingPosition()
+    callback = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", where, state=state)
+    callback.set_model(model)
+    callback.on_epoch_begin(epoch)
+    assert (int(where.epoch.numpy()), int(where.batches_done.numpy())) == position
+    # The loss's running total and count, which Keras has just reset.
+    assert [float(variable.numpy()) for variable in model.metrics_variables] == metrics
+    callback.on_epoch_end(epoch, {"val_loss": 1.0})
+    assert callback.history == history
+    saved = read_state(tmp_path)
+    assert (saved["epoch"], saved["batches_done"], saved["epoch_logs"]) == (epoch + 1, 0, {})
+
+
+def test_the_state_records_the_kept_checkpoints_before_it_and_no_other(tmp_path):
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
+    _checkpointed(tmp_path, [(3, 1.0), (6, 2.0)])
+    state = read_state(tmp_path)
+    assert [record["steps"] for record in state["earlier"]] == [3]
+    # A resumed run goes on with the records of the checkpoint it resumed from and those before it.
+    callback = TrainingCheckpoints(tmp_path, None, 3, "val_loss", "min", training_position(), state=state)
+    callback.set_model(_model())
+    callback.steps = 9
+    callback.save()
+    saved = read_state(tmp_path)
+    assert saved["earlier"] == [state["earlier"][0], {key: value for key, value in state.items() if key != "earlier"}]
+    # A checkpoint rotated out, or written again at the same step, leaves no record behind.
+    callback.steps = 12
+    callback.save()
+    callback.save()
+    saved = read_state(tmp_path)
+    assert saved["checkpoints"] == ["step-00000006.weights.h5", "step-00000009.weights.h5", "step-00000012.weights.h5"]
+    assert [record["steps"] for record in saved["earlier"]] == [6, 9]
+
+
 def _checkpointed(folder, weights_by_step, keep=3):
     """A compiled model's checkpoints in `folder` after the given steps, every weight set to the step's value."""
     from seqtasks.checkpoints import TrainingCheckpoints
@@ -451,6 +520,74 @@ def test_a_checkpoint_that_would_not_fit_on_the_disk_is_not_started(tmp_path, mo
         f"about {(size + (1 << 20)) / 1e6:.1f} MB needed); the checkpoints written before it in {tmp_path} are intact"
     )
     assert _files(tmp_path) == before
+
+
+def test_a_checkpoint_file_that_cannot_be_made_is_one_error_and_the_checkpoints_before_are_intact(
+    tmp_path, monkeypatch
+):
+    import builtins
+    import errno
+    import os
+
+    callback = _checkpointed(tmp_path, [(3, 1.0)])
+    before = _files(tmp_path)
+    temporary = tmp_path / ".step-00000006.weights.h5"
+    real_open = builtins.open
+
+    def no_room(file, *args, **kwargs):
+        if str(file) == str(temporary):  # the disk is too full for even an empty file
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_room)
+    callback.steps = 6
+    with pytest.raises(SeqtasksError) as error:
+        callback.save()
+    assert str(error.value) == (
+        f"{tmp_path / 'step-00000006.weights.h5'}: cannot write the checkpoint (No space left on device); "
+        f"the checkpoints written before it in {tmp_path} are intact"
+    )
+    assert _files(tmp_path) == before
+
+
+def _weightless_model():
+    import keras
+
+    return keras.Sequential([keras.Input((4,)), keras.layers.Activation("relu")])
+
+
+@pytest.mark.parametrize(
+    "make_model, state, needed",
+    [
+        # The kernel and bias (5 float32) and Adam's variables: its int64 iterations, its float32 learning rate,
+        # and two moments of each weight: 20 + 8 + 4 + 40 bytes.
+        (None, None, 72),
+        # No variables, and a last checkpoint from before sizes were recorded: the spare room alone.
+        (_weightless_model, {"checkpoint": "step-00000003.weights.h5", "checkpoints": ["step-00000003.weights.h5"]}, 0),
+    ],
+)
+def test_a_checkpoint_needs_its_variables_bytes_and_one_mebibyte_free(tmp_path, monkeypatch, make_model, state, needed):
+    import collections
+    import shutil
+
+    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.data.batching import training_position
+
+    if make_model is None:
+        callback = _checkpointed(tmp_path, [])
+    else:
+        callback = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position(), state=state)
+        callback.set_model(make_model())
+    usage = collections.namedtuple("usage", "total used free")
+    needed += 1 << 20
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - needed + 1, needed - 1))
+    callback.steps = 6
+    with pytest.raises(SeqtasksError, match=r"no space left on the device for the checkpoint \(1\.0 MB free, about "):
+        callback.save()
+    assert not list(tmp_path.glob("*step-00000006*"))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - needed, needed))
+    callback.save()
+    assert read_state(tmp_path)["checkpoint"] == "step-00000006.weights.h5"
 
 
 @pytest.mark.slow

@@ -201,6 +201,11 @@ def test_iob2_constraints_allow_an_inside_tag_only_after_its_own_type():
         [True, True, False, True, True],  # from B-LOC
         [True, True, False, True, True],  # from I-LOC
     ]
+    # A one-letter type is a type.
+    assert iob2_constraints(["O", "B-X", "I-X"]) == {
+        "allowed_transitions": [[True, True, False], [True, True, True], [True, True, True]],
+        "allowed_starts": [True, True, False],
+    }
     for bad, index in ((["O", "PER"], 1), (["O", "I-"], 1), (["o"], 0), (["O", None], 1)):
         with pytest.raises(ValueError, match=rf"Expected IOB2 tags: 'O', 'B-TYPE' or 'I-TYPE'. Received: tags\[{index}\]="):
             iob2_constraints(bad)
@@ -259,9 +264,65 @@ def test_rejects_bad_constraints():
         CRF(2, allowed_transitions=[[True, True], [True]])
     with pytest.raises(ValueError, match=r"Expected booleans of shape \(2,\). Received: allowed_starts bool of shape \(3,\)"):
         CRF(2, allowed_starts=[True, True, True])
-    with pytest.raises(ValueError, match=r"Expected at least one tag that may start a sequence. Received: allowed_starts all False"):
+    with pytest.raises(ValueError, match=r"^Expected at least one tag that may start a sequence. Received: allowed_starts all False$"):
         CRF(2, allowed_starts=[False, False])
     with pytest.raises(ValueError, match=r"Expected every tag to have at least one allowed next tag. Received: allowed_transitions\[1\] all False"):
         CRF(2, allowed_transitions=[[True, True], [False, False]])
     crf = CRF(2, allowed_transitions=np.ones((2, 2), bool))
     assert crf.allowed_transitions == [[True, True], [True, True]] and crf.get_config()["allowed_starts"] is None
+
+
+@pytest.fixture
+def float64_floatx():
+    previous = keras.config.floatx()
+    keras.config.set_floatx("float64")
+    yield
+    keras.config.set_floatx(previous)
+
+
+def test_constrained_decoding_stays_float32_under_a_float64_floatx(float64_floatx):
+    rng = np.random.default_rng(5)
+    crf = CRF(5, **iob2_constraints(IOB2))
+    crf.build((None, None, 5))
+    for weight in crf.weights:
+        weight.assign(rng.normal(size=weight.shape))
+    lengths = np.array([3, 2])
+    mask = np.arange(3)[None, :] < lengths[:, None]
+    potentials = (rng.normal(size=(2, 3, 5)) + np.array([0, 0, 2, 0, 2])).astype("float32")
+    tags, score = crf(potentials, mask=mask)
+    assert (keras.backend.standardize_dtype(tags.dtype), keras.backend.standardize_dtype(score.dtype)) == (
+        "int32",
+        "float32",
+    )
+    tags, score = keras.ops.convert_to_numpy(tags), keras.ops.convert_to_numpy(score)
+    for row in range(2):
+        _, best_path, best_score = _brute_force(crf, potentials[row], lengths[row], _valid_iob2)
+        assert tuple(tags[row, : lengths[row]]) == best_path
+        assert (tags[row, lengths[row] :] == 0).all()
+        np.testing.assert_allclose(score[row], best_score, rtol=1e-5)
+
+
+def test_a_mask_that_is_not_boolean_counts_every_nonzero_entry_as_a_token(example):
+    """Such as the token ids themselves, 0 at padding: decoding and the likelihood read it as `ids != 0`."""
+    crf, potentials, mask, lengths = example
+    ids = np.where(mask, np.arange(1, 13).reshape(3, 4), 0)
+    tags = np.array([[0, 1, 2, 1], [2, 2, 0, 0], [1, 0, 0, 0]])
+    got = keras.ops.convert_to_numpy(crf.log_likelihood(potentials, tags, ids))
+    decoded, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials, mask=ids))
+    for row in range(3):
+        log_z, best_path, best_score = _brute_force(crf, potentials[row], lengths[row])
+        expected = _path_score(crf, potentials[row], tags[row, : lengths[row]]) - log_z
+        np.testing.assert_allclose(got[row], expected, rtol=1e-5, atol=1e-5)
+        assert tuple(decoded[row, : lengths[row]]) == best_path
+        assert (decoded[row, lengths[row] :] == 0).all()
+        np.testing.assert_allclose(score[row], best_score, rtol=1e-5)
+
+
+def test_tag_ids_past_float16_precision_decode_exactly_under_a_float16_floatx(float16_floatx):
+    # float16 holds the integers exactly only up to 2048: the backpointers must travel in float32.
+    num_tags = 2051
+    crf = CRF(num_tags)
+    potentials = np.zeros((1, 2, num_tags), "float32")
+    potentials[0, 0, 2049] = potentials[0, 1, 5] = 1.0
+    tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials))
+    assert tags.tolist() == [[2049, 5]] and score.tolist() == [2.0]

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.export import describe_signature, export_saved_model, saved_model_folder, weights_sha256
+from seqtasks.export import describe_signature, export_saved_model, saved_model_folder, unchanged_export, weights_sha256
 
 
 class Shout(tf.Module):
@@ -172,6 +172,62 @@ def test_the_chief_of_a_multi_worker_run_always_saves_as_its_workers_do(tmp_path
     monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
     second = export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights), log=logged.append)
     assert second == tmp_path / "shout" / "2" and len(saves) == 2 and logged == []
+
+
+def test_a_cluster_of_one_worker_skips_an_unchanged_export_and_one_of_two_never_does(tmp_path, monkeypatch):
+    saves, logged, module = [], [], Shout()
+    _stub_save(monkeypatch, saves)
+    weights = [np.ones(3, "float32")]
+    first = export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights))
+    alone = {"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(alone))
+    assert unchanged_export(tmp_path, "shout", _extras(weights)) == first
+    assert export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights), log=logged.append) == first
+    assert len(saves) == 1 and len(logged) == 1
+    pair = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(pair))
+    assert unchanged_export(tmp_path, "shout", _extras(weights), logged.append) is None
+    assert len(logged) == 1
+
+
+def test_a_version_without_the_identity_files_an_older_export_is_not_the_same(tmp_path, monkeypatch):
+    saves, logged, module = [], [], Shout()
+    _stub_save(monkeypatch, saves)
+    weights = [np.ones(3, "float32")]
+    first = export_saved_model(module, module.serve, tmp_path, "shout")
+    assert not (first / "assets.extra").exists()
+    assert unchanged_export(tmp_path, "shout", _extras(weights), logged.append) is None
+    second = export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights), log=logged.append)
+    assert second == tmp_path / "shout" / "2" and len(saves) == 2 and logged == []
+
+
+@pytest.fixture
+def ascii_locale():
+    """A locale whose default text encoding is ASCII, as a C or POSIX locale without UTF-8 mode has."""
+    import locale
+    import sys
+
+    if sys.flags.utf8_mode:
+        pytest.skip("Python's UTF-8 mode makes UTF-8 every file's default encoding")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+
+
+def test_the_audit_files_are_utf8_whatever_the_locale(tmp_path, monkeypatch, ascii_locale):
+    saves, logged, module = [], [], Shout()
+    _stub_save(monkeypatch, saves)
+    weights = [np.ones(3, "float32")]
+    recipe = "task: toy\ndescription: Übersetzung → English\n"
+    first = export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights, recipe))
+    assert (first / "assets.extra" / "recipe.yaml").read_bytes() == recipe.encode("utf-8")
+    assert export_saved_model(module, module.serve, tmp_path, "shout", _extras(weights, recipe), log=logged.append) == (
+        first
+    )
+    assert len(saves) == 1 and len(logged) == 1
 
 
 def test_the_weights_hash_changes_with_any_value_dtype_shape_or_order():

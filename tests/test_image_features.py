@@ -142,12 +142,6 @@ def test_split_at_a_layer_without_a_feature_map_is_an_error():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SeqtasksError,
-    reason="bug: for a backbone of 10 layers or fewer, names[-len(names) // 10] is the last layer, "
-    "so the error suggests the very layer it rejects",
-)
 def test_the_layer_an_error_suggests_can_be_split_at():
     backbone = _flattening_backbone()  # 3 layers
     with pytest.raises(SeqtasksError) as error:
@@ -359,3 +353,14 @@ def test_a_failed_cache_write_leaves_no_file_and_keeps_its_error(backbone_file, 
     with pytest.raises(OSError, match="No space left on device"):
         image_features(FrozenBackbone.from_file(backbone_file), images, tmp_path / "cache", log=lambda _: None)
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_backbone_path_that_is_not_a_regular_model_file_is_named(tmp_path):
+    with pytest.raises(SeqtasksError) as error:
+        load_backbone(tmp_path)
+    assert str(error.value) == f"{tmp_path}: is a folder, expected a .keras model file"
+    (tmp_path / "zero.keras").symlink_to("/dev/zero")
+    for path in (Path("/dev/zero"), tmp_path / "zero.keras"):
+        with pytest.raises(SeqtasksError) as error:
+            load_backbone(path)
+        assert str(error.value) == f"{path}: not a regular file"

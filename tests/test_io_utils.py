@@ -645,3 +645,225 @@ def test_the_staging_folder_of_a_killed_export_is_removed_by_the_next_export(tmp
     assert left.name.startswith(f".tmp-{io_utils._host()}-")
     assert publish_version(_note("v1"), tmp_path) == (tmp_path / "1", True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+
+
+# --- publish_version: where the staging folder is made, and what a failure leaves ---
+
+
+def test_publishing_a_version_creates_missing_parent_folders(tmp_path):
+    root = tmp_path / "exports" / "toy"
+    assert publish_version(_note("v1"), root) == (root / "1", True)
+    assert (root / "1" / "note.txt").read_text() == "v1"
+    assert [p.name for p in root.iterdir()] == ["1"]
+
+
+def test_a_version_is_written_in_a_hidden_folder_in_root_named_for_this_host_and_process(tmp_path, monkeypatch):
+    """In root, so the rename stays on one file system; named so that `remove_stale_staging` knows whose it is."""
+    seen = []
+
+    def write(folder):
+        seen.append(Path(folder))
+        assert [p.name for p in tmp_path.iterdir()] == [Path(folder).name]
+        Path(folder, "note.txt").write_text("v1")
+
+    monkeypatch.setattr(io_utils.socket, "gethostname", lambda: "Büro-PC/1.lan")
+    assert publish_version(write, tmp_path) == (tmp_path / "1", True)
+    (staging,) = seen
+    assert staging.parent == tmp_path
+    assert staging.name.startswith(f".tmp-B_ro_PC_1.lan-{os.getpid()}-")  # no `/`, `-` or non-ASCII from the name
+    assert not staging.exists()
+
+
+def test_a_host_without_a_name_names_its_staging_folders_host(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(io_utils.socket, "gethostname", lambda: "")
+    publish_version(lambda folder: seen.append(Path(folder).name), tmp_path)
+    (name,) = seen
+    assert name.startswith(f".tmp-host-{os.getpid()}-")
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o755), (0o077, 0o700), (0o002, 0o775)])
+def test_a_published_version_gets_the_umasks_permissions(tmp_path, umask, mask, mode):
+    umask(mask)
+    folder, new = publish_version(_note("v1"), tmp_path)
+    assert new and stat.S_IMODE(folder.stat().st_mode) == mode
+
+
+def test_a_version_root_that_cannot_be_created_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SeqtasksError) as raised:
+        publish_version(_note("v1"), tmp_path / "file" / "models")
+    assert str(raised.value) == f"{tmp_path / 'file' / 'models'}: cannot write the export: Not a directory"
+
+
+@pytest.mark.parametrize("error", [ValueError("bad shape"), KeyboardInterrupt(), Boom("x")])
+def test_a_version_write_failing_otherwise_than_os_error_removes_the_staging_folder_and_propagates(tmp_path, error):
+    publish_version(_note("v1"), tmp_path)
+
+    def export(folder):
+        Path(folder, "note.txt").write_text("half")
+        os.mkdir(f"{folder}/variables")
+        raise error
+
+    with pytest.raises(type(error)) as raised:
+        publish_version(export, tmp_path)
+    assert raised.value is error  # not wrapped: it is a bug, not the user's disk
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
+    assert (tmp_path / "1" / "note.txt").read_text() == "v1"
+
+
+def _staging_left(root):
+    """The one staging folder in `root`."""
+    (left,) = [p for p in root.iterdir() if p.name.startswith(f".tmp-{io_utils._host()}-{os.getpid()}-")]
+    return left
+
+
+def test_a_version_staging_folder_that_cannot_be_deleted_does_not_hide_the_write_error(tmp_path, monkeypatch):
+    def disk_fills(folder):
+        Path(folder, "note.txt").write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    undo = _undeletable(monkeypatch, "unlink")
+    with pytest.raises(SeqtasksError) as raised:
+        publish_version(disk_fills, tmp_path)
+    undo()
+    assert str(raised.value) == (
+        f"{tmp_path}: writing the new version failed (No space left on device); no version was added "
+        "and earlier versions are untouched"
+    )
+    assert not (tmp_path / "1").exists()
+    assert (_staging_left(tmp_path) / "note.txt").read_text() == "half"
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), Boom("x")])
+def test_a_version_staging_folder_that_cannot_be_deleted_does_not_hide_another_error(tmp_path, monkeypatch, error):
+    def export(folder):
+        Path(folder, "note.txt").write_text("half")
+        raise error
+
+    undo = _undeletable(monkeypatch, "unlink")
+    with pytest.raises(type(error)) as raised:
+        publish_version(export, tmp_path)
+    undo()
+    assert raised.value is error
+    assert not (tmp_path / "1").exists()
+    assert (_staging_left(tmp_path) / "note.txt").read_text() == "half"
+
+
+def test_an_unchanged_export_whose_staging_folder_cannot_be_deleted_still_adds_no_version(tmp_path, monkeypatch):
+    publish_version(_note("v1"), tmp_path)
+    undo = _undeletable(monkeypatch, "unlink")
+    same = lambda newest: (newest / "note.txt").read_text() == "v1"  # noqa: E731
+    assert publish_version(_note("v1"), tmp_path, unchanged=same) == (tmp_path / "1", False)
+    undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["1", _staging_left(tmp_path).name])
+
+
+# --- remove_stale_staging: `now`, the day's boundary, and folders it cannot look at or remove ---
+
+
+def test_staging_folders_are_stale_only_when_more_than_a_day_older_than_now(tmp_path):
+    made = 1_700_000_000  # whole seconds: the file system keeps them exactly
+    for name in [".tmp-other-host-7-aaaa1111", ".3.tmp-k2j3h4g5"]:
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (made, made))
+    assert io_utils.remove_stale_staging(tmp_path, now=made + io_utils.STALE_STAGING_SECONDS) == []
+    assert io_utils.remove_stale_staging(tmp_path, now=made + io_utils.STALE_STAGING_SECONDS + 1) == [
+        ".3.tmp-k2j3h4g5",
+        ".tmp-other-host-7-aaaa1111",
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fresh_staging_folder_is_stale_for_a_now_a_day_later(tmp_path):
+    (tmp_path / ".tmp-other-host-7-aaaa1111").mkdir()
+    assert io_utils.remove_stale_staging(tmp_path, now=time.time() + io_utils.STALE_STAGING_SECONDS + 60) == [
+        ".tmp-other-host-7-aaaa1111"
+    ]
+
+
+def test_a_missing_root_has_no_stale_staging_folders(tmp_path):
+    assert io_utils.remove_stale_staging(tmp_path / "absent") == []
+    assert not (tmp_path / "absent").exists()
+
+
+def test_a_staging_folder_removed_meanwhile_is_skipped_and_the_others_still_removed(tmp_path, monkeypatch):
+    """Another export removes `.tmp-a-...` between the listing and the look at its age."""
+    import pathlib
+    import shutil
+
+    old = time.time() - io_utils.STALE_STAGING_SECONDS - 60
+    for name in [".tmp-a-host-7-aaaa1111", ".tmp-b-host-7-bbbb2222"]:
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (old, old))
+    real = pathlib.Path.lstat
+
+    def lstat(path):
+        if path.name == ".tmp-a-host-7-aaaa1111":
+            shutil.rmtree(path)
+        return real(path)
+
+    monkeypatch.setattr(pathlib.Path, "lstat", lstat)
+    assert io_utils.remove_stale_staging(tmp_path) == [".tmp-b-host-7-bbbb2222"]
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stale_staging_folder_that_cannot_be_deleted_is_left_and_the_export_goes_on(tmp_path, monkeypatch):
+    dead = f".tmp-{io_utils._host()}-99999999-ab12cd_e"  # above any pid_max: no such process
+    (tmp_path / dead).mkdir()
+    (tmp_path / dead / "saved_model.pb").write_text("half")
+    undo = _undeletable(monkeypatch, "unlink")
+    assert publish_version(_note("v1"), tmp_path) == (tmp_path / "1", True)
+    undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["1", dead])
+    assert (tmp_path / dead / "saved_model.pb").read_text() == "half"
+
+
+# --- _running: whether the process of a staging folder lives, asked without signalling it ---
+
+
+def test_the_process_of_a_live_staging_folder_is_not_signalled(tmp_path):
+    """Only the signal 0 check: any real signal (SIGHUP ends most processes) would harm another export."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); print(); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        child.stdout.readline()  # its signal handlers are set
+        name = f".tmp-{io_utils._host()}-{child.pid}-ab12cd_e"
+        (tmp_path / name).mkdir()
+        assert io_utils.remove_stale_staging(tmp_path) == []
+        assert [p.name for p in tmp_path.iterdir()] == [name]
+    finally:
+        child.terminate()  # a signal sent before would be delivered first: it is the lower number
+        child.wait(timeout=60)
+        child.stdout.close()
+    assert child.returncode == -signal.SIGTERM
+
+
+def test_a_staging_folder_of_another_users_live_process_is_kept(tmp_path, monkeypatch):
+    calls = []
+
+    def kill(pid, signal_number):  # what the kernel answers about a process of another user
+        calls.append((pid, signal_number))
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    name = f".tmp-{io_utils._host()}-4242-ab12cd_e"
+    (tmp_path / name).mkdir()
+    monkeypatch.setattr(io_utils.os, "kill", kill)
+    assert io_utils.remove_stale_staging(tmp_path) == []
+    assert calls == [(4242, 0)]
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_a_stale_staging_folder_that_cannot_be_deleted_is_not_reported_removed(tmp_path, monkeypatch):
+    dead = f".tmp-{io_utils._host()}-99999999-ab12cd_e"
+    gone = f".tmp-{io_utils._host()}-99999998-ab12cd_e"
+    for name in (dead, gone):
+        (tmp_path / name).mkdir()
+    (tmp_path / dead / "saved_model.pb").write_text("half")
+    undo = _undeletable(monkeypatch, "unlink")
+    assert io_utils.remove_stale_staging(tmp_path) == [gone]
+    undo()
+    assert [p.name for p in tmp_path.iterdir()] == [dead]

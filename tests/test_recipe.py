@@ -321,6 +321,16 @@ def test_nesting_up_to_the_limit_is_read(tmp_path, monkeypatch):
     assert error_of(path) == f"{path}: YAML nested more than 3 levels deep (line 2); a recipe needs at most 4"
 
 
+def test_nesting_counts_the_levels_open_at_once_not_every_mapping_and_list(tmp_path, monkeypatch):
+    from seqtasks.recipe import loader
+
+    monkeypatch.setattr(loader, "MAX_NESTING", 3)
+    path = write(tmp_path, "task: toy\nx: [[], [], [], []]\n")  # a mapping and 5 lists, 3 levels at most
+    assert error_of(path).startswith(f"{path}: x: unknown key")
+    path = write(tmp_path, "task: toy\nx: [[], [[]]]\n")  # 4 levels, after a closed one
+    assert error_of(path) == f"{path}: YAML nested more than 3 levels deep (line 2); a recipe needs at most 4"
+
+
 @pytest.mark.parametrize(
     "value, shown",
     [
@@ -1247,3 +1257,32 @@ def test_long_string_values_are_shortened_in_errors(tmp_path, key, line):
     long = "x/" * 5000
     path = write(tmp_path, f"task: {long}\n" if key == "task" else "task: toy\n" + _nested(key, long))
     assert error_of(path).endswith(f"; got {'x/' * 20!r}... (10000 characters) (line {line})")
+
+
+def test_a_string_value_of_up_to_40_characters_is_quoted_whole(tmp_path):
+    for length, shown in ((40, repr("x" * 40)), (41, f"{'x' * 40!r}... (41 characters)")):
+        path = write(tmp_path, f"task: toy\nseed: {'x' * length}\n")
+        assert error_of(path) == f"{path}: seed: expected an integer; got {shown} (line 2)"
+
+
+def test_of_two_values_yaml_cannot_read_the_first_in_the_file_is_reported(tmp_path):
+    path = write(tmp_path, "task: toy\ndata:\n  x: 2001-13-40\nseed: 2001-13-41\n")
+    assert error_of(path) == f"{path}: invalid YAML: cannot read '2001-13-40' as timestamp (line 3)"
+    path = write(tmp_path, "task: toy\nx: [[1, !!int a], !!int b]\n")
+    assert error_of(path) == f"{path}: invalid YAML: cannot read 'a' as int (line 2)"
+
+
+def test_a_recipe_file_grown_past_the_limit_after_its_size_check_is_refused(tmp_path, monkeypatch):
+    from seqtasks.recipe import loader
+
+    path = write(tmp_path, "task: toy\n")
+    opened = loader.open_regular_file
+
+    def open_then_grow(*args, **kwargs):
+        handle = opened(*args, **kwargs)
+        path.write_text("task: toy\nseed: 1\n")
+        return handle
+
+    monkeypatch.setattr(loader, "MAX_RECIPE_BYTES", 12)
+    monkeypatch.setattr(loader, "open_regular_file", open_then_grow)
+    assert error_of(path) == f"{path}: more than the 12 bytes a recipe file may have"

@@ -3,6 +3,7 @@
 import contextlib
 import errno
 import gzip
+import io
 import os
 import threading
 from pathlib import Path
@@ -170,6 +171,13 @@ def test_a_recipe_at_its_size_limit_is_read(tmp_path, monkeypatch):
     assert error_of(load_recipe, path) == f"{path}: 10 bytes, more than the 9 bytes a recipe file may have"
 
 
+def test_a_recipe_at_its_size_limit_is_read_to_its_last_byte(tmp_path, monkeypatch):
+    path = tmp_path / "r.yaml"
+    path.write_text("task: toy\nseed: 12345")  # no line end: the last byte is a digit of the seed
+    monkeypatch.setattr(recipe_loader, "MAX_RECIPE_BYTES", 21)
+    assert load_recipe(path).seed == 12345
+
+
 def test_the_size_limit_counts_gzip_files_decompressed(tmp_path, monkeypatch):
     monkeypatch.setattr(regular_files, "MAX_DATA_FILE_BYTES", 100)
     path = tmp_path / "lines.txt.gz"
@@ -179,14 +187,24 @@ def test_the_size_limit_counts_gzip_files_decompressed(tmp_path, monkeypatch):
     assert path.stat().st_size < 100
     with pytest.raises(SeqtasksError) as error, reading(path):
         list(numbered_lines(path))
-    assert str(error.value) == f"{path}: more than 100 bytes of text once decompressed, the limit of a data file"
+    assert str(error.value) == f"{path}: more than 100 bytes of text, the limit of a data file (a gzip file counts decompressed)"
     path.write_bytes(gzip.compress(b'{"images": []}' + b" " * 86))
     with pytest.raises(SeqtasksError) as error:  # 100 bytes: read, and found wanting
         read_coco_captions(path)
     assert str(error.value) == f"{path}: expected a JSON object with 'images' and 'annotations' lists"
     path.write_bytes(gzip.compress(b'{"images": []}' + b" " * 87))
     assert error_of(read_coco_captions, path) == (
-        f"{path}: more than 100 bytes of text once decompressed, the limit of a data file"
+        f"{path}: more than 100 bytes of text, the limit of a data file (a gzip file counts decompressed)"
+    )
+
+
+def test_a_gzip_file_past_the_size_limit_is_decompressed_no_further_than_one_byte_past_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(regular_files, "MAX_DATA_FILE_BYTES", 100)
+    path = tmp_path / "captions.json.gz"
+    # 101 bytes, then a broken end (no end-of-stream marker) that a reader going further would fail on
+    path.write_bytes(gzip.compress(b" " * 101)[:-8])
+    assert error_of(read_coco_captions, path) == (
+        f"{path}: more than 100 bytes of text, the limit of a data file (a gzip file counts decompressed)"
     )
 
 
@@ -198,6 +216,15 @@ def test_a_line_above_the_line_limit_is_named(tmp_path, monkeypatch):
     for content, number in ((b"12345678\n123456789\n", 2), (b"123456789\r\n", 1), (b"123456789", 1)):
         path.write_bytes(content)
         assert error_of(lambda p: list(numbered_lines(p)), path) == f"{path}:{number}: line longer than the limit of 8 bytes"
+
+
+def test_a_long_line_is_read_only_up_to_the_line_limit(tmp_path, monkeypatch):
+    """A line is read in pieces of at most the limit and a line end: the file's size limit is not reached yet."""
+    monkeypatch.setattr(regular_files, "MAX_DATA_FILE_BYTES", 100)
+    monkeypatch.setattr(regular_files, "MAX_LINE_BYTES", 98)
+    path = tmp_path / "lines.txt.gz"
+    path.write_bytes(gzip.compress(b"a" * 101))  # one line of 101 bytes, past both limits
+    assert error_of(lambda p: list(numbered_lines(p)), path) == f"{path}:1: line longer than the limit of 98 bytes"
 
 
 @pytest.mark.parametrize(
@@ -238,6 +265,54 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_once_open(tmp_path, monkey
     stat = os.stat
     # The first check sees a regular file; the FIFO is what gets opened.
     monkeypatch.setattr(regular_files.os, "stat", lambda path: stat(regular))
+    errors = []
+
+    def open_swapped():
+        try:
+            regular_files.open_regular_file(swapped, 10, "an input file")
+        except SeqtasksError as error:
+            errors.append(str(error))
+
+    opener = threading.Thread(target=open_swapped, daemon=True)
+    opener.start()
+    opener.join(5)
+    waited = opener.is_alive()
+    if waited:  # the open waits for a writer: one comes and goes, so that the thread ends
+        os.close(os.open(swapped, os.O_WRONLY | os.O_NONBLOCK))
+        opener.join()
+    assert not waited, "opening the FIFO waited for a writer"
+    assert errors == [f"{swapped}: not a regular file"]
+
+
+def test_a_file_grown_past_the_limit_after_the_first_check_is_refused_once_open(tmp_path, monkeypatch):
+    from seqtasks import regular_files
+
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"x")
+    grown = tmp_path / "grown.txt"
+    grown.write_bytes(b"x" * 11)
+    stat = os.stat
+    # The first check sees a small file; the file opened has 11 bytes.
+    monkeypatch.setattr(regular_files.os, "stat", lambda path: stat(small))
     with pytest.raises(SeqtasksError) as error:
-        regular_files.open_regular_file(swapped, 10, "an input file")
-    assert str(error.value) == f"{swapped}: not a regular file"
+        regular_files.open_regular_file(grown, 10, "an input file")
+    assert str(error.value) == f"{grown}: 11 bytes, more than the 10 bytes an input file may have"
+
+
+def _stdin(monkeypatch, stream):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(stream, encoding="utf-8"))
+
+
+def test_predict_input_from_standard_input_keeps_blank_lines_and_loses_line_ends(monkeypatch):
+    _stdin(monkeypatch, io.BytesIO(b"Hola.\r\n\n  \nAdi\xc3\xb3s"))
+    assert read_inputs("-") == ["Hola.", "", "  ", "Adiós"]
+
+
+def test_predict_input_from_standard_input_has_the_data_file_limits(monkeypatch, small_limits):
+    with open("/dev/zero", "rb") as zero:  # `--input - < /dev/zero`: a line that never ends
+        _stdin(monkeypatch, zero)
+        assert error_of(read_inputs, "-") == "standard input:1: line longer than the limit of 1 KiB"
+    _stdin(monkeypatch, io.BytesIO(b"a\n" * 2048 + b"b\n"))
+    assert error_of(read_inputs, "-") == "standard input: more than 4 KiB of text, the limit of a data file (a gzip file counts decompressed)"
+    _stdin(monkeypatch, io.BytesIO(b"fine\nbad \xff\n"))
+    assert error_of(read_inputs, "-") == "standard input:2: not valid utf-8 (byte 5 of the line)"

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from seqtasks.checkpoints import read_state, restore
+from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import TrainingConfig
 from seqtasks.training import fit, make_optimizer
 
@@ -75,9 +76,10 @@ def test_training_prints_a_line_per_epoch_in_logs_and_a_bar_in_a_terminal(tmp_pa
     import sys
 
     config = dataclasses.replace(TrainingConfig(), epochs=2)
-    fit(_model(), _data(3), _data(2), config, tmp_path / "logged")
+    history = fit(_model(), _data(3), _data(2), config, tmp_path / "logged")
     logged = capsys.readouterr().out
     assert logged.count("3/3 - ") == 2 and "━" not in logged
+    assert history.params["verbose"] == 0  # Keras' own progress output is off: the lines are ours
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     fit(_model(), _data(3), _data(2), config, tmp_path / "terminal")
     assert "━" in capsys.readouterr().out
@@ -103,6 +105,8 @@ def test_only_the_warning_of_data_of_unknown_length_is_silenced(tmp_path):
     messages = [str(warning.message) for warning in caught]
     assert "a warning of the model's own" in messages
     assert not [message for message in messages if "ran out of data" in message]
+    # Nor does Keras warn that a shuffle flag is ignored: the datasets shuffle themselves.
+    assert not [message for message in messages if "shuffle" in message]
     assert tf.data.experimental.cardinality(unknown_length) == tf.data.experimental.UNKNOWN_CARDINALITY
 
 
@@ -143,3 +147,59 @@ def test_time_trained_before_resuming_counts_against_the_budget(tmp_path):
     restore(model, tmp_path / "checkpoints")
     history = fit(model, _data(5), _data(2), dataclasses.replace(config, epochs=3, max_minutes=10), tmp_path, state)
     assert history.batches_seen == 5 + 1
+
+
+def test_a_loss_that_is_not_finite_ends_training_naming_its_step_and_the_learning_rate(tmp_path):
+    import tensorflow as tf
+
+    x = np.ones((8, 4), "float32")
+    targets = np.full((8, 1), np.inf, "float32")
+    config = dataclasses.replace(TrainingConfig(), epochs=1, learning_rate=0.5)
+    with pytest.raises(SeqtasksError) as error:
+        fit(_model(), tf.data.Dataset.from_tensor_slices((x, targets)).batch(8), _data(1), config, tmp_path)
+    assert str(error.value) == (
+        "training diverged: the loss is inf at step 1 (epoch 1); no model was saved or exported "
+        "(try a lower training.learning_rate than 0.5)"
+    )
+
+
+@pytest.mark.parametrize("with_validation", [True, False])
+def test_a_run_resumed_in_its_last_epoch_finishes_that_epoch_and_nothing_more(with_validation, tmp_path):
+    import tensorflow as tf
+
+    batches_read = []
+
+    def batches():
+        for batch in _data(3).as_numpy_iterator():
+            batches_read.append(1)
+            yield batch
+
+    spec = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None, 1), tf.float32))
+    train = tf.data.Dataset.from_generator(batches, output_signature=spec)
+    train = train.apply(tf.data.experimental.assert_cardinality(3))
+    # Stopped after step 4, the first batch of the second and last epoch: the running loss totals are restored.
+    state = {"epoch": 1, "batches_done": 1, "steps": 4, "done": False, "epoch_metrics": [7.0, 2.0]}
+    config = dataclasses.replace(TrainingConfig(), epochs=2)
+    history = fit(_model(), train, _data(2) if with_validation else None, config, tmp_path, state)
+    assert history.batches_seen == 4 + 3 and len(history.history["loss"]) == 1
+    assert read_state(tmp_path / "checkpoints")["done"]
+    if with_validation:  # the running metrics are rebuilt from a validation batch: training reads its 3 batches only
+        assert len(batches_read) == 3
+    # One Keras fit for the rest of the epoch, none after it: one TensorBoard log.
+    assert len(list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))) == 1
+
+
+def test_a_loss_that_is_not_finite_after_a_live_line_ends_that_line_first(tmp_path, monkeypatch, capsys):
+    import tensorflow as tf
+
+    from seqtasks import training_progress
+
+    monkeypatch.setattr(training_progress, "_is_terminal", lambda stream: True)
+    x = np.ones((16, 4), "float32")
+    targets = np.concatenate([np.zeros((8, 1)), np.full((8, 1), np.inf)]).astype("float32")
+    config = dataclasses.replace(TrainingConfig(), epochs=1)
+    with pytest.raises(SeqtasksError, match="at step 2 "):
+        fit(_model(), tf.data.Dataset.from_tensor_slices((x, targets)).batch(8), _data(1), config, tmp_path)
+    out = capsys.readouterr().out
+    assert "\r1/2 " in out  # the live line of step 1
+    assert out.endswith("\n")

@@ -24,7 +24,7 @@ def read_flickr_tokens(path, encoding="utf-8"):
             if not line.strip():
                 continue
             key, tab, caption = line.partition("\t")
-            image, hash_sign, index = key.partition("#")
+            image, hash_sign, index = key.rpartition("#")
             if not tab or not hash_sign or not index.isdigit():
                 raise SeqtasksError(f"{path}:{number}: expected '<image>#<n><TAB><caption>'")
             if not caption.strip():

@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from seqtasks.errors import SeqtasksError
+from seqtasks.regular_files import open_regular_file
+
+MAX_BACKBONE_BYTES = 4 * 1024**3
 
 
 def load_backbone(path):
@@ -21,8 +24,15 @@ def load_backbone(path):
     import keras
 
     path = Path(path)
-    if not path.is_file():
-        raise SeqtasksError(f"{path}: no such model file")
+    try:
+        with open_regular_file(path, MAX_BACKBONE_BYTES, "a backbone model file"):
+            pass  # a device never ends and a FIFO never starts: refused before Keras reads them
+    except FileNotFoundError:
+        raise SeqtasksError(f"{path}: no such model file") from None
+    except IsADirectoryError:
+        raise SeqtasksError(f"{path}: is a folder, expected a .keras model file") from None
+    except OSError as error:
+        raise SeqtasksError(f"{path}: cannot read: {error.strerror}") from None
     try:
         model = keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as error:  # Keras raises many types for a file that is not a model
@@ -93,7 +103,7 @@ class FrozenBackbone:
         if layer_name not in names or layer_name == names[-1]:
             raise SeqtasksError(
                 f"model.backbone.fine_tune_from: expected a layer of the backbone before its last one, "
-                f"e.g. {names[-len(names) // 10]!r}; got {layer_name!r}"
+                f"e.g. {_split_suggestion(self.model)!r}; got {layer_name!r}"
             )
         middle = self.model.get_layer(layer_name).output
         if len(middle.shape) != 4:
@@ -111,7 +121,7 @@ class FrozenBackbone:
     def from_file(cls, path):
         model = load_backbone(path)
         digest = hashlib.sha256()
-        with open(path, "rb") as handle:
+        with open_regular_file(path, MAX_BACKBONE_BYTES, "a backbone model file") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         return cls(model, model.input.shape[1], f"file:{digest.hexdigest()}")
@@ -145,6 +155,15 @@ class FrozenBackbone:
             return grid
         shape = ops.shape(grid)
         return ops.reshape(grid, (shape[0], shape[1] * shape[2], shape[3]))
+
+
+def _split_suggestion(model):
+    """A layer `split` accepts, about a tenth of the layers from the end: one giving a feature map, not the last."""
+    import keras
+
+    maps = [layer for layer in model.layers[:-1] if len(layer.output.shape) == 4]
+    inner = [layer.name for layer in maps if not isinstance(layer, keras.layers.InputLayer)] or [layer.name for layer in maps]
+    return inner[-max(1, len(model.layers) // 10)] if inner else None
 
 
 def _decode(data, size):

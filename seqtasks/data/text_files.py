@@ -37,7 +37,7 @@ def read_data_bytes(path):
 
 
 def _too_much_text(path):
-    return f"{path}: more than {describe_size(regular_files.MAX_DATA_FILE_BYTES)} of text once decompressed, the limit of a data file"
+    return f"{path}: more than {describe_size(regular_files.MAX_DATA_FILE_BYTES)} of text, the limit of a data file (a gzip file counts decompressed)"
 
 
 @contextlib.contextmanager
@@ -64,18 +64,21 @@ def numbered_lines(path, encoding="utf-8"):
     """
     path = Path(path)
     "".encode(encoding)  # an unknown encoding fails here, before any reading
-    total = 0
     with _opened(path) as lines:
-        # a line of the most bytes comes whole with its end, `\r\n` at most
-        for number, raw in enumerate(iter(lambda: lines.readline(regular_files.MAX_LINE_BYTES + 2), b""), start=1):
-            total += len(raw)
-            if total > regular_files.MAX_DATA_FILE_BYTES:
-                raise SeqtasksError(_too_much_text(path))
-            if len(raw.rstrip(b"\r\n")) > regular_files.MAX_LINE_BYTES:
-                raise SeqtasksError(f"{path}:{number}: line longer than the limit of {describe_size(regular_files.MAX_LINE_BYTES)}")
-            try:
-                yield number, raw.decode(encoding).rstrip("\r\n")
-            except UnicodeDecodeError as error:
-                raise SeqtasksError(
-                    f"{path}:{number}: not valid {encoding} (byte {error.start + 1} of the line)"
-                ) from None
+        yield from stream_lines(lines, path, encoding)
+
+
+def stream_lines(stream, name, encoding="utf-8"):
+    """`numbered_lines` of a binary stream (standard input), within the same limits; `name` starts the errors."""
+    total = 0
+    # a line of the most bytes comes whole with its end, `\r\n` at most
+    for number, raw in enumerate(iter(lambda: stream.readline(regular_files.MAX_LINE_BYTES + 2), b""), start=1):
+        total += len(raw)
+        if total > regular_files.MAX_DATA_FILE_BYTES:
+            raise SeqtasksError(_too_much_text(name))
+        if len(raw.rstrip(b"\r\n")) > regular_files.MAX_LINE_BYTES:
+            raise SeqtasksError(f"{name}:{number}: line longer than the limit of {describe_size(regular_files.MAX_LINE_BYTES)}")
+        try:
+            yield number, raw.decode(encoding).rstrip("\r\n")
+        except UnicodeDecodeError as error:
+            raise SeqtasksError(f"{name}:{number}: not valid {encoding} (byte {error.start + 1} of the line)") from None

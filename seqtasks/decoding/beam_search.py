@@ -121,8 +121,12 @@ def beam_search(
         # `width` extensions, so only those candidates (not the whole
         # vocabulary) are normalised, scored and ranked.
         if logits.shape[-1] is None:
+            # The vocabulary may be smaller than the beam: `width` columns more, that no real token
+            # can lose to, let top_k take `width`; picked, they are `end_id` with a score of _NEG.
+            vocab_size = ops.shape(logits)[-1]
             per_row = width
-            row_top, row_tokens = ops.top_k(logits, k=per_row)
+            row_top, row_tokens = ops.top_k(ops.pad(logits, [[0, 0], [0, width]], constant_values=_NEG), k=per_row)
+            row_tokens = ops.where(row_tokens < vocab_size, row_tokens, end_id)
             row_max = row_top[:, :1]
         else:
             per_row = min(width, logits.shape[-1])

@@ -19,7 +19,7 @@ import yaml
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
-from seqtasks.regular_files import open_regular_file
+from seqtasks.regular_files import describe_size, open_regular_file
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -69,7 +69,8 @@ class _SafeLoader(yaml.SafeLoader):
 
     def construct_object(self, node, deep=False):
         try:
-            return super().construct_object(node, deep)
+            # Depth-first whatever `deep` says, so that the first bad value in the file is the one reported.
+            return super().construct_object(node, deep=True)
         except (ValueError, KeyError, AttributeError, OverflowError):
             kind = node.tag.rpartition(":")[2]
             shown = _describe(node.value) if isinstance(node, yaml.ScalarNode) else "the value"
@@ -226,7 +227,10 @@ def dump_recipe(recipe):
 def _read(path):
     try:
         with open_regular_file(path, MAX_RECIPE_BYTES, "a recipe file") as handle:
-            return handle.read(MAX_RECIPE_BYTES + 1).decode("utf-8")
+            data = handle.read(MAX_RECIPE_BYTES + 1)
+        if len(data) > MAX_RECIPE_BYTES:  # it grew after the size check
+            raise RecipeError(f"{path}: more than the {describe_size(MAX_RECIPE_BYTES)} a recipe file may have")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file") from None
     except IsADirectoryError:
