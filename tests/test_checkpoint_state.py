@@ -186,3 +186,16 @@ def test_the_room_a_first_checkpoint_needs_is_its_variables_item_sizes(tmp_path,
         f"about {needed} needed); the checkpoints written before it in {tmp_path} are intact"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_kept_steps_are_the_step_checkpoints_numbers_in_order(tmp_path):
+    from seqtasks.checkpoints import kept_steps, step_file
+
+    assert kept_steps(tmp_path / "absent") == []
+    for steps in (120, 7, 1000000000):
+        (tmp_path / step_file(steps)).write_bytes(b"")
+    (tmp_path / "step-5.weights.h5").write_bytes(b"")  # a name written by hand: one digit
+    for other in ("step-0000001x.weights.h5", "step-x0000001.weights.h5", "step-00000003.weights.h5.tmp",
+                  "best.weights.h5", "step-.weights.h5"):
+        (tmp_path / other).write_bytes(b"")
+    assert kept_steps(tmp_path) == [5, 7, 120, 1000000000]

@@ -364,3 +364,32 @@ def test_a_backbone_path_that_is_not_a_regular_model_file_is_named(tmp_path):
         with pytest.raises(SeqtasksError) as error:
             load_backbone(path)
         assert str(error.value) == f"{path}: not a regular file"
+
+
+def test_the_suggested_layer_is_about_a_tenth_of_the_layers_from_the_end():
+    inputs = keras.Input((4, 4, 3), name="pixels")
+    maps = inputs
+    for k in range(1, 19):
+        maps = keras.layers.Rescaling(2.0, name=f"double_{k}")(maps)
+    model = keras.Model(inputs, keras.layers.AveragePooling2D(2, name="pool")(maps))  # 20 layers
+    with pytest.raises(SeqtasksError, match=r"e\.g\. 'double_17'; got 'pool'"):
+        FrozenBackbone(model, 4, "x").split("pool")
+
+
+def test_a_backbone_file_over_the_size_limit_or_unreadable_is_named(tmp_path, monkeypatch):
+    from seqtasks.data import image_features
+
+    path = tmp_path / "big.keras"
+    path.write_bytes(b"x" * 11)
+    monkeypatch.setattr(image_features, "MAX_BACKBONE_BYTES", 10)
+    with pytest.raises(SeqtasksError) as error:
+        load_backbone(path)
+    assert str(error.value) == f"{path}: 11 bytes, more than the 10 bytes a backbone model file may have"
+
+    def refuse(*args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(image_features, "open_regular_file", refuse)
+    with pytest.raises(SeqtasksError) as error:
+        load_backbone(path)
+    assert str(error.value) == f"{path}: cannot read: Permission denied"
