@@ -15,7 +15,7 @@ _GREEDY = """
 import json, sys
 from seqtasks.runner import Runner
 metrics = Runner.open(sys.argv[1], ["model.decoding.beam_width=1"]).evaluate()
-print("RESULT", json.dumps({"bleu": metrics["validation"]["bleu"], "speed": metrics["decode_sentences_per_second"]}))
+print("RESULT", json.dumps({"bleu": metrics["validation"]["bleu_lowercase"], "speed": metrics["decode_sentences_per_second"]}))
 """
 
 _LATENCY = """
@@ -103,7 +103,7 @@ def translation(ctx):
         record("translation.train.parameters", ours["parameters"], "parameters", a["parameters"], b["parameters"]),
         record("translation.quality.bleu_greedy", greedy["bleu"], "BLEU", a["bleu_greedy"], b["bleu_greedy"],
                f"2,000 validation pairs, greedy, {same_time}"),
-        record("translation.quality.bleu_beam5", ours["validation"]["bleu"], "BLEU", a["bleu_greedy"], b["bleu_greedy"],
+        record("translation.quality.bleu_beam5", ours["validation"]["bleu_lowercase"], "BLEU", a["bleu_greedy"], b["bleu_greedy"],
                f"ours with beam 5 against the baselines' greedy, {same_time}"),
         record("translation.decode.greedy.sentences_per_s", greedy["speed"], "sentences/s",
                a["greedy_sentences_per_second"], b["greedy_sentences_per_second"],

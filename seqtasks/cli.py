@@ -195,7 +195,13 @@ def export(run_dir, overrides, checkpoint, force):
 )
 @click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1), help="Inputs per call.")
 @click.option("--json", "as_json", is_flag=True, help="Print every output of the model as one JSON object per input.")
-def predict(saved_model, inputs, input_file, batch_size, as_json):
+@click.option(
+    "--n-best",
+    type=click.IntRange(min=1),
+    help="Print the K best translations or captions per input, `score<TAB>text` each, best first "
+    "(an export made with model.decoding.n_best of at least K).",
+)
+def predict(saved_model, inputs, input_file, batch_size, as_json, n_best):
     """Run an exported SAVED_MODEL on INPUTS (texts, or image files for captioning) and print its outputs.
 
     SAVED_MODEL is a version folder, or a base folder of numbered versions
@@ -213,7 +219,7 @@ def predict(saved_model, inputs, input_file, batch_size, as_json):
         predictor = Predictor.load(saved_model)
         if predictor.path != Path(saved_model):
             click.echo(f"SavedModel: {predictor.path} (the newest version)", err=True)
-        for line in predictor.lines(items, batch_size, as_json):
+        for line in predictor.lines(items, batch_size, as_json, n_best):
             click.echo(line)
     except SeqtasksError as error:
         raise UserError(str(error)) from None

@@ -33,12 +33,17 @@ def _umask():
 
 
 def write_text_atomic(path, text):
-    """Writes `text` to `path` through a temporary file and a rename."""
+    """Writes `text` (UTF-8) to `path` through a temporary file and a rename."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path, data):
+    """Writes `data` to `path` through a temporary file and a rename."""
     path = Path(path)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         # mkstemp makes the file private; give it the usual permissions.
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)

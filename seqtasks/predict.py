@@ -79,8 +79,15 @@ class Predictor:
             what = f"{items[0]}: " if self.input_name == "image" and len(items) == 1 else ""
             raise SeqtasksError(f"{what}the model rejected the input: {failure_reason(error.message)}") from None
 
-    def lines(self, items, batch_size, as_json=False):
-        """One printable line per input, in order, batch by batch."""
+    def n_best(self):
+        """How many hypotheses per input the export returns: its `model.decoding.n_best`."""
+        plural = self.spec.n_best_outputs()[:1] if self.spec is not None else ()
+        if not plural or plural[0] not in self.serve.structured_outputs:
+            return 1
+        return int(self.serve.structured_outputs[plural[0]].shape[1])
+
+    def lines(self, items, batch_size, as_json=False, n_best=None):
+        """One printable line per input, in order, batch by batch; with `n_best`, that many lines per input."""
         import click
 
         if not as_json and self.spec is None:
@@ -88,6 +95,8 @@ class Predictor:
             raise SeqtasksError(
                 f"the model's outputs ({outputs}) are not those of a seqtasks task; --json prints them all"
             )
+        if n_best is not None:
+            self._check_n_best(n_best)
 
         with click.progressbar(
             range(0, len(items), batch_size), label="Predicting", file=sys.stderr, hidden=len(items) <= batch_size
@@ -96,7 +105,22 @@ class Predictor:
                 batch = items[start : start + batch_size]
                 outputs = self.outputs(batch)
                 for index in range(len(batch)):
-                    yield _json_line(outputs, index) if as_json else _text_line(self.spec, outputs, index)
+                    if n_best is not None:
+                        yield from _n_best_lines(self.spec, outputs, index, n_best, as_json)
+                    else:
+                        yield _json_line(outputs, index) if as_json else _text_line(self.spec, outputs, index)
+
+    def _check_n_best(self, n_best):
+        if self.spec is None or not self.spec.n_best_outputs():
+            raise SeqtasksError("--n-best: only for the exports of translation and captioning")
+        kept = self.n_best()
+        if kept == 1 and n_best > 1:
+            raise SeqtasksError(
+                f"--n-best {n_best}: the export returns only the best hypothesis; export it with "
+                f"model.decoding.n_best={n_best} (and a beam_width of at least {n_best})"
+            )
+        if n_best > kept:
+            raise SeqtasksError(f"--n-best {n_best}: the export returns {kept} hypotheses per input (model.decoding.n_best)")
 
 
 def read_image(path):
@@ -140,9 +164,11 @@ def _task_of(input_name, outputs):
     from seqtasks.recipe.task_table import TASKS
 
     for spec in TASKS.values():
-        if spec.serving_input == input_name and set(spec.serving_outputs) == outputs:
+        declared = set(spec.serving_outputs)
+        if spec.serving_input == input_name and outputs in (declared, declared | set(spec.n_best_outputs())):
             return spec
     return None
+
 
 
 def _text_line(spec, outputs, index):
@@ -152,6 +178,20 @@ def _text_line(spec, outputs, index):
         pairs = zip(outputs["tokens"][index], shown)
         return " ".join(f"{token.decode()}/{tag.decode()}" for token, tag in pairs if token)
     return shown.decode()
+
+
+def _n_best_lines(spec, outputs, index, n_best, as_json):
+    """The `n_best` best hypotheses of input `index`: `score<TAB>text` lines, or one JSON object of lists."""
+    first = spec.serving_outputs[0]
+    if spec.n_best_outputs()[0] in outputs:
+        texts, scores = outputs[spec.n_best_outputs()[0]][index][:n_best], outputs["scores"][index][:n_best]
+    else:
+        texts, scores = outputs[first][index : index + 1], outputs["score"][index : index + 1]
+    if as_json:
+        yield json.dumps({first: [t.decode() for t in texts], "score": [float(s) for s in scores]}, ensure_ascii=False)
+        return
+    for text, score in zip(texts, scores):
+        yield f"{float(score):.4f}\t{text.decode()}"
 
 
 def _json_line(outputs, index):

@@ -118,10 +118,15 @@ def _started(folder):
 
 def read_lines(run_dir, name):
     """The lines of a file the task wrote into the run folder (a vocabulary, the labels)."""
+    return read_bytes(run_dir, name).decode("utf-8").splitlines()
+
+
+def read_bytes(run_dir, name):
+    """The bytes of a file the task wrote into the run folder (a vocabulary, a SentencePiece model)."""
     path = Path(run_dir) / name
     if not path.is_file():
         raise SeqtasksError(f"{path}: missing; the run folder is incomplete (was it trained by this version?)")
-    return path.read_text(encoding="utf-8").splitlines()
+    return path.read_bytes()
 
 
 def checkpoint_file(run_dir, checkpoint):

@@ -204,7 +204,8 @@ class Runner:
         if not force and (same := unchanged_export(directory, name, identity_files(self.recipe, weights), self.log)):
             return same  # found before the serving function is traced
         server = self.task.serving_module(model)
-        check_serving_signature(server.serve, self.task.spec)
+        decoding = getattr(self.recipe.model, "decoding", None)
+        check_serving_signature(server.serve, self.task.spec, decoding.n_best if decoding is not None else 1)
         run_dir = self.run_dir.resolve()
         if checkpoint in (None, "final"):
             label, weights_file = "final", run_dir / "model" / "model.keras"
@@ -271,13 +272,17 @@ def _inputs(recipe):
         yield backbone.path, "file"
 
 
-def check_serving_signature(serve, spec):
-    """Raises `TypeError` unless `serve` takes the task table's input and returns exactly its outputs."""
+def check_serving_signature(serve, spec, n_best=1):
+    """Raises `TypeError` unless `serve` takes the task table's input and returns exactly its outputs.
+
+    With `n_best` > 1, the outputs are those and the task's `n_best_outputs()`.
+    """
     concrete = serve.get_concrete_function()
     inputs = [tensor.name for tensor in concrete.structured_input_signature[0]]
     outputs = sorted(concrete.structured_outputs)
-    if inputs != [spec.serving_input] or outputs != sorted(spec.serving_outputs):
+    declared = sorted(spec.serving_outputs + (spec.n_best_outputs() if n_best > 1 else ()))
+    if inputs != [spec.serving_input] or outputs != declared:
         raise TypeError(
             f"task {spec.name!r}: the serving function maps {inputs} to {outputs}; the task table declares "
-            f"[{spec.serving_input!r}] to {sorted(spec.serving_outputs)}"
+            f"[{spec.serving_input!r}] to {declared}"
         )

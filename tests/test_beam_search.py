@@ -86,8 +86,9 @@ def test_length_penalty_can_prefer_the_longer_hypothesis():
     np.testing.assert_array_equal(ids[0, :4], [Y, Z, W, END])
     long = without_y[START, Y] + without_y[Y, Z] + with_y[Z, W] + without_y[W, END]
     np.testing.assert_allclose(lengths, [4])
-    np.testing.assert_allclose(scores, [long / ((5 + 4) / 6)], rtol=1e-5)
-    assert long / ((5 + 4) / 6) > short / ((5 + 2) / 6)
+    # GNMT's lengths leave the end token out: 3 and 1.
+    np.testing.assert_allclose(scores, [long / ((5 + 3) / 6)], rtol=1e-5)
+    assert long / ((5 + 3) / 6) > short / ((5 + 1) / 6)
 
 
 def test_beam_width_one_equals_greedy():
@@ -141,11 +142,10 @@ def _reference_beam(table, width, alpha, max_length):
                 continue
             for token in range(VOCAB):
                 candidates.append((tokens + (token,), score + float(table[tokens[-1], token]), token == END))
-        penalty = lambda tokens: ((5 + len(tokens) - 1) / 6) ** alpha  # noqa: E731
-        candidates.sort(key=lambda c: -c[1] / penalty(c[0]))
+        candidates.sort(key=lambda c: -c[1] / _penalty(_scored_length(c[0][1:], END), alpha))
         beams = candidates[:width]
     tokens, score, _ = beams[0]
-    return list(tokens[1:]), score / (((5 + len(tokens) - 1) / 6) ** alpha)
+    return list(tokens[1:]), score / _penalty(_scored_length(tokens[1:], END), alpha)
 
 
 @pytest.mark.parametrize("width, max_length", [(2, 5), (3, 8), (5, 5), (5, 10), (9, 8)])
@@ -180,6 +180,11 @@ def test_chunked_top_k_equals_top_k(size, k, chunk):
 # --- Scripted models: what the model says depends on the step, so a test can force known sequences.
 
 P = 6  # a non-zero padding id (a token the scripts below never favour)
+
+
+def _scored_length(tokens, end_id):
+    """GNMT's |Y|: the tokens produced, the end token left out."""
+    return len(tokens) - (len(tokens) > 0 and tokens[-1] == end_id)
 
 
 def _penalty(length, alpha):
@@ -241,54 +246,55 @@ def _assert_padded(ids, lengths, end_id, pad_id):
         np.testing.assert_array_equal(row[length:], np.full(max_length - length, pad_id))
 
 
-def _overtaking_script(last_end_p):
-    """The ended "end" (p .357) against "X X X X end" (p .2, then .99 thrice, then `last_end_p`).
+def _overtaking_script(last_x_p):
+    """The ended "end" (p .42) against "X X X X X", cut at max_length 5 (p .2, then .99 thrice, then `last_x_p`).
 
-    Y (p .4) leads the first step only: every continuation of it costs log(1/7).
+    Y (p .37) leads the first step only: every continuation of it costs log(1/7).
     """
     return [
-        {START: {END: 0.357, X: 0.2, Y: 0.4}},
+        {START: {END: 0.42, X: 0.2, Y: 0.37}},
         {X: {X: 0.99}},
         {X: {X: 0.99}},
         {X: {X: 0.99}},
-        {X: {END: last_end_p}},
+        {X: {X: last_x_p}},
     ]
 
 
 def test_a_live_hypothesis_overtakes_the_ended_leader_at_the_last_step():
+    # GNMT's length leaves out the end token: "end" is scored with the penalty of length 0 and
+    # "X X X X end" with that of "X X X X", so only a hypothesis cut at max_length can overtake.
     alpha, max_length = 1.0, 5
-    short = np.log(0.357)
-    long_prefix = [np.log(0.2) + k * np.log(0.99) for k in range(4)]  # "X", "X X", ... "X X X X"
-    long = long_prefix[-1] + np.log(0.99)
+    short = np.log(0.42)
+    prefixes = [np.log(0.2) + k * np.log(0.99) for k in range(5)]  # "X", "X X", ... "X X X X X"
     # The premise, by hand: "end" leads at steps 1 to 4 (it ends at step 1, Y leads that step) ...
-    for n, prefix in enumerate(long_prefix, start=1):
-        assert prefix / _penalty(n, alpha) < short / _penalty(1, alpha)
-    # ... "X X X X" can still pass it only through the penalty at max_length, not at max_length - 1 ...
-    assert long_prefix[-1] / _penalty(max_length - 1, alpha) < short < long_prefix[-1] / _penalty(max_length, alpha)
-    # ... and at step 5 it does.
-    assert long / _penalty(5, alpha) > short / _penalty(1, alpha)
+    assert np.log(0.37) / _penalty(1, alpha) > short / _penalty(0, alpha)
+    for n, prefix in enumerate(prefixes[:4], start=1):
+        assert prefix / _penalty(n, alpha) < short / _penalty(0, alpha)
+    # ... and at step 5 "X X X X X" passes it.
+    assert prefixes[4] / _penalty(5, alpha) > short / _penalty(0, alpha)
 
-    ids, lengths, scores, taken = _run_script([_overtaking_script(0.99)], width=3, alpha=alpha, max_length=5)
-    np.testing.assert_array_equal(ids, [[X, X, X, X, END]])
+    ids, lengths, scores, taken = _run_script([_overtaking_script(0.99)], 3, alpha, max_length)
+    np.testing.assert_array_equal(ids, [[X, X, X, X, X]])
     np.testing.assert_array_equal(lengths, [5])
-    np.testing.assert_allclose(scores, [long / _penalty(5, alpha)], rtol=1e-5)
+    np.testing.assert_allclose(scores, [prefixes[4] / _penalty(5, alpha)], rtol=1e-5)
     np.testing.assert_array_equal(taken, [5])
 
 
 @pytest.mark.parametrize("pad_id", [0, P])
 def test_the_ended_leader_wins_when_the_live_one_fails_at_the_last_step(pad_id):
-    # As above, but "X X X X end" costs log .5 at the end: the search must still run every
-    # step (the live "X X X X" could pass the leader until then), and return the ended one.
+    # As above, but the fifth X costs log .5: the search must still run every step (the live
+    # "X X X X" could pass the leader until then), and return the ended one.
     alpha = 1.0
-    long_prefix = np.log(0.2) + 3 * np.log(0.99)
-    short = np.log(0.357)
-    assert long_prefix / _penalty(5, alpha) > short  # it could pass it until the last step
-    assert (long_prefix + np.log(0.5)) / _penalty(5, alpha) < short
+    prefix = np.log(0.2) + 3 * np.log(0.99)
+    short = np.log(0.42) / _penalty(0, alpha)
+    assert prefix / _penalty(5, alpha) > short  # it could pass it until the last step
+    assert (prefix + np.log(0.5)) / _penalty(5, alpha) < short
+    assert (prefix + np.log(0.5 / 6)) / _penalty(4, alpha) < short  # "X X X X end" neither
 
     ids, lengths, scores, taken = _run_script([_overtaking_script(0.5)], 3, alpha, 5, pad_id=pad_id)
     np.testing.assert_array_equal(ids, [[END, pad_id, pad_id, pad_id, pad_id]])
     np.testing.assert_array_equal(lengths, [1])
-    np.testing.assert_allclose(scores, [short / _penalty(1, alpha)], rtol=1e-5)
+    np.testing.assert_allclose(scores, [short], rtol=1e-5)
     np.testing.assert_array_equal(taken, [5])  # no early stop: the bound had to wait for step 5
 
 
@@ -311,15 +317,15 @@ def test_an_early_stop_pads_with_pad_id(pad_id):
 
 
 def test_an_early_stop_with_a_length_penalty_pads_with_pad_id():
-    # alpha 1: entry 1's "end" (len 1) against its live "X" whose bound is log .2 / penalty(6).
+    # alpha 1: entry 1's "end" (length 0) against its live "X" whose bound is log .2 / penalty(6).
     alpha = 1.0
-    assert np.log(0.2) / _penalty(6, alpha) < np.log(0.7)
-    assert np.log(0.6 * 0.9) / _penalty(2, alpha) > np.log(0.3 * 0.9) / _penalty(2, alpha)
+    assert np.log(0.2) / _penalty(6, alpha) < np.log(0.7) / _penalty(0, alpha)
+    assert np.log(0.6 * 0.9) / _penalty(1, alpha) > np.log(0.3 * 0.9) / _penalty(1, alpha)
     ids, lengths, scores, taken = _run_script(EARLY_STOP, width=3, alpha=alpha, max_length=6, pad_id=P)
     np.testing.assert_array_equal(taken, [2, 2])
     np.testing.assert_array_equal(ids, [[X, END, P, P, P, P], [END, P, P, P, P, P]])
     np.testing.assert_array_equal(lengths, [2, 1])
-    expected = [np.log(0.6 * 0.9) / _penalty(2, alpha), np.log(0.7) / _penalty(1, alpha)]
+    expected = [np.log(0.6 * 0.9) / _penalty(1, alpha), np.log(0.7) / _penalty(0, alpha)]
     np.testing.assert_allclose(scores, expected, rtol=1e-5)
 
 
@@ -354,7 +360,7 @@ def _decode_prefix(code, vocab):
 def _exhaustive(logits, vocab, start, end_id, max_length, alpha):
     """Every sequence: ended by `end_id` (at most `max_length` tokens) or cut at `max_length`.
 
-    Returns the two best `(score, tokens)`, score = log p / penalty(length).
+    Returns the four best `(score, tokens)`, score = log p / penalty(length).
     """
     log_probs = logits.astype(np.float64)
     log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
@@ -367,9 +373,9 @@ def _exhaustive(logits, vocab, start, end_id, max_length, alpha):
             for fed, token in zip((start,) + tokens[:-1], tokens):
                 code = code * (vocab + 1) + fed + 1
                 total += log_probs[code, token]
-            scored.append((total / _penalty(length, alpha), tokens))
+            scored.append((total / _penalty(_scored_length(tokens, end_id), alpha), tokens))
     scored.sort(reverse=True)
-    return scored[:2]
+    return scored[:4]
 
 
 @pytest.mark.parametrize("vocab, max_length", [(4, 3), (3, 4)])
@@ -391,7 +397,7 @@ def test_a_beam_that_keeps_every_candidate_finds_the_exhaustive_best(vocab, max_
         ids, lengths, scores, code = (np.array(x) for x in (ids, lengths, scores, code))
         _assert_padded(ids, lengths, end_id, pad_id)
         for b in range(batch):
-            (best, tokens), (second, _) = _exhaustive(logits[b], vocab, start, end_id, max_length, alpha)
+            (best, tokens), (second, _), *_ = _exhaustive(logits[b], vocab, start, end_id, max_length, alpha)
             assert best - second > 1e-4 * abs(best), "a near tie: pick another seed"
             assert list(ids[b, : lengths[b]]) == list(tokens), (case, b)
             np.testing.assert_allclose(scores[b], best, rtol=1e-5)
@@ -405,10 +411,10 @@ def test_a_beam_that_keeps_every_candidate_finds_the_exhaustive_best(vocab, max_
 
 def test_a_live_hypothesis_that_can_at_best_tie_the_ended_leader_does_not_keep_the_search_going():
     # Exact float arithmetic: two tokens at logit 0 and the rest at -1e9 give log p = -log 2 each;
-    # one token at 0 gives log p = 0. "end" ends at step 1 with -log 2 (penalty((5 + 1) / 6) = 1);
-    # "X Y" has -2 log 2, and "X Y Y ..." can reach -2 log 2 / penalty(7) = -log 2 at most: a tie.
-    alpha, max_length = 1.0, 7
-    assert _penalty(1, alpha) == 1.0 and _penalty(max_length, alpha) == 2.0
+    # one token at 0 gives log p = 0. "end" ends at step 1 with -log 2 (its length 0: penalty 5 / 6);
+    # "X Y" has -2 log 2, and "X Y Y Y Y" can reach -2 log 2 / penalty(5) = -log 2 / (5 / 6) at most: a tie.
+    alpha, max_length = 1.0, 5
+    assert _penalty(max_length, alpha) == 2 * _penalty(0, alpha)
     logits = np.full((1, max_length, VOCAB, VOCAB), -1e9, np.float32)
     logits[0, 0, START, [END, X]] = 0.0
     logits[0, 1, X, [Y, Z]] = 0.0
@@ -418,9 +424,60 @@ def test_a_live_hypothesis_that_can_at_best_tie_the_ended_leader_does_not_keep_t
     ids, _, scores, (_, taken) = beam_search(
         _scripted_step(logits), state, np.full(1, START), END, max_length, 3, alpha
     )
-    np.testing.assert_array_equal(np.array(ids), [[END, 0, 0, 0, 0, 0, 0]])
-    np.testing.assert_allclose(np.array(scores), [-np.log(2.0)], rtol=1e-6)
+    np.testing.assert_array_equal(np.array(ids), [[END, 0, 0, 0, 0]])
+    np.testing.assert_allclose(np.array(scores), [-np.log(2.0) / _penalty(0, alpha)], rtol=1e-6)
     np.testing.assert_array_equal(np.array(taken), [2])  # "end" leads after step 2; nothing can pass it
+
+
+@pytest.mark.parametrize("vocab, max_length", [(4, 3), (3, 4)])
+def test_the_n_best_of_a_beam_that_keeps_every_candidate_are_the_exhaustive_n_best(vocab, max_length):
+    start, end_id, n_best = 1, 2, 3
+    width = vocab**max_length
+    rng = np.random.default_rng(vocab * 100 + max_length)
+    for alpha, pad_id in [(0.0, 0), (1.0, vocab - 1)]:
+        batch = 2
+        logits = rng.normal(0.0, 1.5, size=(batch, (vocab + 1) ** max_length, vocab))
+        logits[..., end_id] += 1.5  # ends are common: early stops
+        logits = logits.astype("float32")
+        state = tile_beams((np.arange(batch, dtype=np.int32), np.zeros(batch, np.int32)), width)
+        ids, lengths, scores, _ = beam_search(
+            _prefix_step(logits, vocab), state, np.full(batch, start), end_id, max_length, width, alpha, pad_id,
+            n_best=n_best,
+        )
+        ids, lengths, scores = (np.array(x) for x in (ids, lengths, scores))
+        assert ids.shape == (batch, n_best, max_length) and lengths.shape == scores.shape == (batch, n_best)
+        for b in range(batch):
+            expected = _exhaustive(logits[b], vocab, start, end_id, max_length, alpha)
+            gaps = [first - second for (first, _), (second, _) in zip(expected, expected[1:])]
+            assert min(gaps) > 1e-4 * abs(expected[0][0]), "a near tie: pick another seed"
+            _assert_padded(ids[b], lengths[b], end_id, pad_id)
+            for k, (score, tokens) in enumerate(expected[:n_best]):
+                assert list(ids[b, k, : lengths[b, k]]) == list(tokens), (alpha, b, k)
+                np.testing.assert_allclose(scores[b, k], score, rtol=1e-5)
+
+
+def test_the_n_best_wait_until_the_last_of_them_cannot_be_passed():
+    # "end" (.7) is the best after step 1, and no live hypothesis can pass it: one best stops there.
+    # The second best, "X X end" (.2 * .9 * .9), ends only at step 3: two best run until then.
+    script = [{START: {END: 0.7, X: 0.2}}, {X: {X: 0.9}}, {X: {END: 0.9}}] + [{}] * 3
+    ids, lengths, scores, taken = _run_script([script], width=3, alpha=0.0, max_length=6)
+    np.testing.assert_array_equal(taken, [1])
+    logits = _script_logits(script)[None]
+    state = tile_beams((np.zeros(1, np.int32), np.zeros(1, np.int32)), 3)
+    ids, lengths, scores, (_, taken) = (
+        ops.convert_to_numpy(x) if not isinstance(x, tuple) else tuple(ops.convert_to_numpy(y) for y in x)
+        for x in beam_search(_scripted_step(logits), state, np.full(1, START), END, 6, 3, n_best=2)
+    )
+    np.testing.assert_array_equal(ids, [[[END, 0, 0, 0, 0, 0], [X, X, END, 0, 0, 0]]])
+    np.testing.assert_array_equal(lengths, [[1, 3]])
+    np.testing.assert_allclose(scores, [[np.log(0.7), np.log(0.2 * 0.9 * 0.9)]], rtol=1e-5)
+    np.testing.assert_array_equal(taken, [3])
+
+
+@pytest.mark.parametrize("n_best", [0, 4])
+def test_n_best_outside_one_to_the_beam_width_is_an_error(n_best):
+    with pytest.raises(ValueError, match=rf"Expected n_best in 1..beam_width=3. Received: n_best={n_best}"):
+        beam_search(_unigram_step(TRAP), (), np.full(1, START), END, 3, beam_width=3, n_best=n_best)
 
 
 # --- Per entry early stop, graph mode, states of any rank, unknown shapes.
@@ -485,7 +542,7 @@ def test_beam_search_runs_as_one_graph_and_returns_the_best_hypothesis_state(com
     assert ops.convert_to_numpy(scores).dtype == np.float32
     np.testing.assert_array_equal(np.array(ids), [[X, END, P, P, P, P], [END, P, P, P, P, P]])
     np.testing.assert_array_equal(np.array(lengths), [2, 1])
-    expected = [np.log(0.6 * 0.9) / _penalty(2, alpha), np.log(0.7) / _penalty(1, alpha)]
+    expected = [np.log(0.6 * 0.9) / _penalty(1, alpha), np.log(0.7) / _penalty(0, alpha)]
     np.testing.assert_allclose(np.array(scores), expected, rtol=1e-5)
     np.testing.assert_array_equal(np.array(entry), [0, 1])
     np.testing.assert_array_equal(np.array(taken), [2, 2])
@@ -545,7 +602,7 @@ def test_search_is_in_float32_whatever_the_global_floatx(float16_floatx):
     ids, _, scores, _ = _run_beam(_unigram_step(TRAP), batch=1, width=3, alpha=1.0)
     np.testing.assert_array_equal(ids, [[Y, END, 0, 0, 0, 0]])
     assert scores.dtype == np.float32
-    np.testing.assert_allclose(scores, (TRAP[START, Y] + TRAP[Y, END]) / _penalty(2, 1.0), rtol=1e-6)
+    np.testing.assert_allclose(scores, (TRAP[START, Y] + TRAP[Y, END]) / _penalty(1, 1.0), rtol=1e-6)
 
 
 def test_with_beam_width_one_an_ended_entry_keeps_its_score_while_another_runs_on():
@@ -565,15 +622,20 @@ def test_length_penalty_is_float32_whatever_the_global_floatx(float16_floatx):
 
 
 def test_the_early_stop_weighs_the_leader_by_its_own_length_penalty():
-    # alpha 2. After step 2 "X end" (.6 * .7) leads with log .42 / p(2) = -0.638; the best live
-    # hypothesis, "X Z" (.6 * .1), could reach at most log .06 / p(6) = -0.837 by max_length, so
-    # the search stops. Weighing the leader by p(2) the wrong way (-1.181) would run a third step.
+    # alpha 2. After step 3 "X Y end" (.6 * .8 * .9, length 2) leads with log .432 / p(2) = -0.617;
+    # the best live hypothesis, "X Y W" (.6 * .8 * .09), could reach at most log .0432 / p(6) = -0.935
+    # by max_length, so the search stops. Weighing the leader by p(2) the wrong way (-1.142) would
+    # run a fourth step.
     alpha = 2.0
-    leader, live = np.log(0.6 * 0.7), np.log(0.6 * 0.1)
+    leader, live = np.log(0.6 * 0.8 * 0.9), np.log(0.6 * 0.8 * 0.09)
     assert live / _penalty(6, alpha) < leader / _penalty(2, alpha)
     assert live / _penalty(6, alpha) > leader * _penalty(2, alpha)
-    script = [{START: {X: 0.6, Y: 0.1, Z: 0.1, W: 0.1, END: 0.1}}, {X: {END: 0.7, Z: 0.1}}] + [{}] * 4
+    script = [
+        {START: {X: 0.6, Y: 0.1, Z: 0.1, W: 0.1, END: 0.1}},
+        {X: {Y: 0.8, Z: 0.1}},
+        {Y: {END: 0.9, W: 0.09}},
+    ] + [{}] * 3
     ids, lengths, scores, taken = _run_script([script], width=3, alpha=alpha, max_length=6)
-    np.testing.assert_array_equal(ids, [[X, END, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(ids, [[X, Y, END, 0, 0, 0]])
     np.testing.assert_allclose(scores, [leader / _penalty(2, alpha)], rtol=1e-5)
-    np.testing.assert_array_equal(taken, [2])
+    np.testing.assert_array_equal(taken, [3])

@@ -284,3 +284,20 @@ def test_eval_export_and_predict_commands(caption_run, tmp_path):
     assert line == f"Error: {tmp_path / 'notes.png'}: not a decodable image (JPEG, PNG or BMP expected)"
     result = seqtasks_command("predict", exported, tmp_path / "missing.jpg", expect=2)
     assert f"{tmp_path / 'missing.jpg'}: no such image file" in result.stderr
+
+
+def test_an_export_with_n_best_returns_the_best_captions_best_first(caption_run, tmp_path):
+    import tensorflow as tf
+
+    _, run_dir, _ = caption_run
+    seqtasks_command("export", run_dir, "--set", f"export.directory={tmp_path}", "--set", "model.decoding.n_best=2")
+    image = SHAPES / "images" / "dev_000.png"
+    served = tf.saved_model.load(str(tmp_path / "captioning" / "1")).signatures["serving_default"](
+        image=tf.constant([image.read_bytes()] * 2)
+    )
+    assert set(served) == {"caption", "score", "captions", "scores"}
+    assert served["captions"].shape == served["scores"].shape == (2, 2)
+    np.testing.assert_array_equal(served["caption"].numpy(), served["captions"].numpy()[:, 0])
+    assert served["scores"].numpy()[0, 0] >= served["scores"].numpy()[0, 1]
+    lines = seqtasks_command("predict", tmp_path / "captioning", image, "--n-best", 2).stdout.splitlines()
+    assert [line.split("\t")[1] for line in lines] == [c.decode() for c in served["captions"].numpy()[0]]

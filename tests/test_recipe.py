@@ -453,15 +453,18 @@ def _bounded_fields():
 
 
 # A recipe of each task that the bounds alone can break: the cross-field checks
-# hold at every bound (lengths from 1 to the most, columns apart from each other).
+# hold at every bound (lengths from 1 to the most, columns apart from each other,
+# the widest beam for any n_best).
+WIDEST_BEAM = {"decoding": {"beam_width": 1024}}
 BASES = {
-    "toy": {"task": "toy", "data": {"min_length": 1, "max_length": 10_000}},
-    "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}},
+    "toy": {"task": "toy", "data": {"min_length": 1, "max_length": 10_000}, "model": WIDEST_BEAM},
+    "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}, "model": WIDEST_BEAM},
     "sentiment": {"task": "sentiment", "data": {"path": "t.csv"}},
     "ner": {"task": "ner", "data": {"path": "t.conll"}},
     "captioning": {
         "task": "captioning",
         "data": {"captions": "c.txt", "images": "i", "train_split": "t.txt", "validation_split": "v.txt"},
+        "model": WIDEST_BEAM,
     },
 }
 
@@ -1263,6 +1266,15 @@ def test_a_string_value_of_up_to_40_characters_is_quoted_whole(tmp_path):
     for length, shown in ((40, repr("x" * 40)), (41, f"{'x' * 40!r}... (41 characters)")):
         path = write(tmp_path, f"task: toy\nseed: {'x' * length}\n")
         assert error_of(path) == f"{path}: seed: expected an integer; got {shown} (line 2)"
+
+
+def test_n_best_beyond_the_beam_width_is_an_error(tmp_path):
+    path = write(tmp_path, "task: toy\nmodel:\n  decoding:\n    beam_width: 4\n    n_best: 5\n")
+    assert error_of(path) == f"{path}: model.decoding.n_best: must not exceed beam_width (4); got 5 (line 5)"
+    assert load_recipe(path, ["model.decoding.n_best=4"]).model.decoding.n_best == 4
+    assert error_of(path, ["model.decoding.beam_width=1"]) == (
+        f"{path}: model.decoding.n_best: must not exceed beam_width (1); got 5 (line 5)"
+    )
 
 
 def test_of_two_values_yaml_cannot_read_the_first_in_the_file_is_reported(tmp_path):

@@ -58,16 +58,21 @@ def beam_search(
     beam_width,
     alpha=0.0,
     pad_id=0,
+    n_best=None,
 ):
     """Beam search for a whole batch in one graph loop (`keras.ops.while_loop`).
 
     Every step expands each live hypothesis by every token, scores the
     candidates by their summed log-probability divided by the GNMT length
-    penalty, and keeps the best `beam_width` per batch entry. A hypothesis
+    penalty of their length without the end token (Wu et al. and
+    tfa.seq2seq count it so), and keeps the best `beam_width` per batch
+    entry. A hypothesis
     that produced `end_id` keeps its score and length. The loop stops after
     `max_length` steps, or once every batch entry's best hypothesis has ended
     and no live one could still overtake it (which returns what searching on
     would). With `beam_width=1` it returns what `greedy_search` returns.
+    With `n_best=K`, it returns the K best hypotheses of each batch entry,
+    best first, and waits until none of them can still be passed.
 
     Args:
         step_fn: `step_fn(ids, state) -> (logits, state)` on `batch * beam`
@@ -80,13 +85,17 @@ def beam_search(
         alpha: float >= 0, the length penalty's exponent (0: none; larger
             favours longer outputs).
         pad_id: int, written after a hypothesis has ended.
+        n_best: None, or an int in 1..beam_width: return that many
+            hypotheses per batch entry (an axis of size `n_best` after the
+            batch axis of `ids`, `lengths` and `scores`).
 
     Returns:
         `(ids, lengths, scores, state)` of the best hypothesis of each batch
-        entry: `ids` `(batch, max_length)` int32 (`end_id` then `pad_id`
+        entry (of its `n_best` best, but the state of the best alone): `ids` `(batch, max_length)` int32 (`end_id` then `pad_id`
         after the end), `lengths` `(batch,)` tokens produced, `end_id`
         included, `scores` `(batch,)` float32 log-probability divided by the
-        length penalty, and that hypothesis' last state `(batch, ...)`.
+        length penalty of the length without `end_id`, and that hypothesis'
+        last state `(batch, ...)`.
 
     Reference:
         Wu et al., "Google's Neural Machine Translation System", 2016, §7.
@@ -95,7 +104,10 @@ def beam_search(
 
     if beam_width < 1:
         raise ValueError(f"Expected beam_width >= 1. Received: beam_width={beam_width}")
+    if n_best is not None and not 1 <= n_best <= beam_width:
+        raise ValueError(f"Expected n_best in 1..beam_width={beam_width}. Received: n_best={n_best}")
     width = beam_width
+    kept = 1 if n_best is None else n_best
     start_ids = ops.cast(start_ids, "int32")
     batch_size = ops.shape(start_ids)[0]
     positions = ops.arange(max_length, dtype="int32")
@@ -107,11 +119,11 @@ def beam_search(
     def cond(step, ids, last, state, finished, lengths, scores):
         # Log-probabilities only fall and the penalty is largest at `max_length`,
         # so `score / penalty(max_length)` bounds what a live hypothesis can
-        # still reach. An entry is done once its best hypothesis has ended and
-        # no live one can pass it: stopping then changes no result.
-        best = scores[:, 0] / length_penalty(lengths[:, 0], alpha)
+        # still reach. An entry is done once its `kept` best hypotheses have ended
+        # and no live one can pass the last of them: stopping then changes no result.
+        last_kept = scores[:, kept - 1] / length_penalty(lengths[:, kept - 1] - 1, alpha)  # read once ended
         reachable = ops.where(finished, _float32(-float("inf")), scores / length_penalty(max_length, alpha))
-        done = ops.logical_and(finished[:, 0], best >= ops.max(reachable, axis=1))
+        done = ops.logical_and(ops.all(finished[:, :kept], axis=1), last_kept >= ops.max(reachable, axis=1))
         return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
 
     def body(step, ids, last, state, finished, lengths, scores):
@@ -141,7 +153,10 @@ def beam_search(
         row_tokens = ops.where(ops.expand_dims(finished, -1), end_id, row_tokens)
         totals = ops.expand_dims(scores, -1) + row_log_probs
         new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
-        normalized = totals / ops.expand_dims(length_penalty(new_lengths, alpha), -1)
+        # GNMT's |Y| leaves out the end token (as tfa.seq2seq): a candidate that ends is scored
+        # by the length before it, also on the step it is chosen.
+        scored_lengths = ops.expand_dims(new_lengths, -1) - ops.cast(ops.equal(row_tokens, end_id), "int32")
+        normalized = totals / length_penalty(scored_lengths, alpha)
         _, top_indices = ops.top_k(ops.reshape(normalized, (batch_size, -1)), k=width)
         top_indices = ops.cast(top_indices, "int32")
         origin = top_indices // per_row
@@ -172,11 +187,13 @@ def beam_search(
         ops.zeros((batch_size, width), dtype="int32"),
         initial_scores,
     )
-    _, ids, _, state, _, lengths, scores = ops.while_loop(cond, body, loop_vars)
+    _, ids, _, state, finished, lengths, scores = ops.while_loop(cond, body, loop_vars)
     # Hypotheses are kept sorted by normalized score: beam 0 is the best.
     best = ops.reshape(batch_offsets, (-1,))
-    ids = ids[:, 0]
+    ids, lengths, finished = ids[:, :kept], lengths[:, :kept], finished[:, :kept]
     if pad_id != 0:
-        ids = ops.where(positions[None, :] < lengths[:, :1], ids, pad_id)
-    normalized = scores[:, 0] / length_penalty(lengths[:, 0], alpha)
-    return ids, lengths[:, 0], normalized, tree.map_structure(lambda x: gather(x, best), state)
+        ids = ops.where(positions < ops.expand_dims(lengths, -1), ids, pad_id)
+    normalized = scores[:, :kept] / length_penalty(lengths - ops.cast(finished, "int32"), alpha)
+    if n_best is None:
+        ids, lengths, normalized = ids[:, 0], lengths[:, 0], normalized[:, 0]
+    return ids, lengths, normalized, tree.map_structure(lambda x: gather(x, best), state)

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from seqtasks.special_ids import SMALLEST_SENTENCEPIECE_VOCAB
+
 # Upper bounds of the integer fields, far above what a recipe needs: a slip (three
 # zeros too many) is an error when the recipe is loaded, not a crash mid-run.
 MAX_SEED = 2**32 - 1  # NumPy's and TensorFlow's seeds are 32-bit
@@ -86,8 +88,22 @@ class DecoderConfig:
 @dataclass
 class DecodingConfig:
     beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1, max=1024)
-    length_penalty: float = spec(0.0, "GNMT length penalty exponent alpha (0: none).", min=0.0)
+    length_penalty: float = spec(
+        0.0, "GNMT length penalty exponent alpha (0: none); the length leaves out the end token, as in GNMT.", min=0.0
+    )
     max_length: int = spec(50, "Most tokens a decoded output may have.", min=1, max=MAX_LENGTH)
+    n_best: int = spec(
+        1,
+        "Hypotheses the export returns per input, best first, beside the best one (beam search keeps at most "
+        "beam_width); `seqtasks predict --n-best K` shows them.",
+        min=1,
+        max=1024,
+    )
+
+    def check(self):
+        if self.n_best > self.beam_width:
+            return [("n_best", f"must not exceed beam_width ({self.beam_width}); got {self.n_best}")]
+        return []
 
 
 @dataclass
@@ -252,8 +268,18 @@ class TranslationDataConfig:
         min=1,
         max=MAX_LENGTH,
     )
-    source_vocab_size: int = spec(8000, "Target size of the source WordPiece vocabulary.", min=10, max=MAX_VOCAB)
-    target_vocab_size: int = spec(8000, "Target size of the target WordPiece vocabulary.", min=10, max=MAX_VOCAB)
+    tokenizer: Literal["wordpiece", "sentencepiece"] = spec(
+        "wordpiece",
+        "The subwords: 'sentencepiece' keeps case and spacing, so outputs read as a person writes them, and "
+        "falls back to UTF-8 bytes for unseen characters (never [UNK]); 'wordpiece' splits punctuation off "
+        "and joins it back by rule.",
+    )
+    sentencepiece_model: Literal["unigram", "bpe"] = spec("unigram", "The SentencePiece algorithm.")
+    shared_vocabulary: bool = spec(
+        False, "One vocabulary of source_vocab_size subwords learned from both sides, used for both."
+    )
+    source_vocab_size: int = spec(8000, "Target size of the source subword vocabulary.", min=10, max=MAX_VOCAB)
+    target_vocab_size: int = spec(8000, "Target size of the target subword vocabulary.", min=10, max=MAX_VOCAB)
     lower_case: bool = spec(True, "Case-fold both sides before tokenizing.")
 
     def check(self):
@@ -261,6 +287,11 @@ class TranslationDataConfig:
             return [("path", "required: the file of sentence pairs")]
         if self.source_column == self.target_column:
             return [("target_column", f"must differ from source_column ({self.source_column})")]
+        if self.tokenizer == "sentencepiece":
+            for name in ("source_vocab_size", "target_vocab_size"):
+                if getattr(self, name) < SMALLEST_SENTENCEPIECE_VOCAB:
+                    return [(name, f"at least {SMALLEST_SENTENCEPIECE_VOCAB} for sentencepiece (256 byte pieces); "
+                             f"got {getattr(self, name)}")]
         return []
 
 

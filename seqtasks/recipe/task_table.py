@@ -49,6 +49,10 @@ class TaskSpec:
     serving_input: str = "text"
     serving_outputs: tuple = ()
 
+    def n_best_outputs(self):
+        """The outputs an export with `model.decoding.n_best` > 1 adds: its first output's plural, and `scores`."""
+        return (self.serving_outputs[0] + "s", "scores") if "score" in self.serving_outputs else ()
+
 
 TASKS = {
     task.name: task

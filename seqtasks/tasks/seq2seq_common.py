@@ -18,8 +18,11 @@ def compile_model(model, training):
     )
 
 
-def make_decode(model, decoding):
+def make_decode(model, decoding, n_best=None):
     """`decode(inputs) -> (ids, lengths, scores)` with the recipe's search settings.
+
+    With `n_best` (beam search), the `n_best` best hypotheses: `ids`
+    `(batch, n_best, time)`, `lengths` and `scores` `(batch, n_best)`.
 
     `model` gives `encode(inputs) -> (cache, state)` and
     `decode_step(ids, state, cache) -> (logits, state, weights)`.
@@ -48,6 +51,7 @@ def make_decode(model, decoding):
             decoding.max_length,
             decoding.beam_width,
             alpha=decoding.length_penalty,
+            n_best=n_best,
         )[:3]
 
     return decode
@@ -97,12 +101,15 @@ def decode_id_rows(decode_fn, rows, batch_size, timings=None):
     )
 
 
-def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_length, output_name):
+def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_length, output_name, n_best=1):
     """A `tf.Module` whose `serve` maps `text` `[None]` to `output_name` and `score`.
 
     Texts are cut to `text_character_limit(max_input_length)` characters,
     then to `max_input_length` tokens. A text with no tokens (empty, blank) gets an
     empty output and a score of 0.0, the log-probability of a certain output.
+    With `n_best` > 1 (`decode_fn` from `make_decode(..., n_best=n_best)`),
+    `serve` also returns the `n_best` best, best first: `output_name + "s"`
+    and `"scores"`, `[None, n_best]`.
     """
     import tensorflow as tf
 
@@ -124,10 +131,16 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
             ids, _, scores = decode_fn(source)
             # The decoder would write something even for no input.
             empty = tf.equal(tokens.row_lengths(), 0)
-            return {
-                output_name: tf.where(empty, "", self.target_tokenizer.detokenize(ids)),
-                "score": tf.where(empty, tf.zeros_like(scores), scores),
-            }
+            if n_best == 1:
+                return {
+                    output_name: tf.where(empty, "", self.target_tokenizer.detokenize(ids)),
+                    "score": tf.where(empty, tf.zeros_like(scores), scores),
+                }
+            shape = tf.shape(ids)
+            texts = tf.reshape(self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), [-1, n_best])
+            texts = tf.where(empty[:, None], "", texts)
+            scores = tf.where(empty[:, None], tf.zeros_like(scores), scores)
+            return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}
 
     return Seq2SeqServer()
 

@@ -106,5 +106,6 @@ class ToyTask(Task):
     def serving_module(self, model):
         from seqtasks.tasks.seq2seq_common import make_decode, make_server
 
-        decode = make_decode(model, self.recipe.model.decoding)
-        return make_server(model, decode, self.tokenizer, self.tokenizer, self.recipe.data.max_length, "output")
+        n_best = self.recipe.model.decoding.n_best
+        decode = make_decode(model, self.recipe.model.decoding, n_best if n_best > 1 else None)
+        return make_server(model, decode, self.tokenizer, self.tokenizer, self.recipe.data.max_length, "output", n_best)

@@ -1,4 +1,4 @@
-"""Translation: an attention encoder-decoder over WordPiece subwords, BLEU and chrF, a string SavedModel."""
+"""Translation: an attention encoder-decoder over SentencePiece or WordPiece subwords, BLEU and chrF, a string SavedModel."""
 
 import unicodedata
 
@@ -8,7 +8,10 @@ from seqtasks.special_ids import START_ID
 from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [6, 9, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100]
-_VOCABULARY_FILES = ("source_vocab.txt", "target_vocab.txt")
+_VOCABULARY_FILES = {
+    "wordpiece": ("source_vocab.txt", "target_vocab.txt"),
+    "sentencepiece": ("source.spm.model", "target.spm.model"),
+}
 _HEATMAPS = 3
 
 
@@ -75,30 +78,56 @@ class TranslationTask(Task):
         return read_parallel_tsv(path, config.source_column, config.target_column, config.encoding)
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.io_utils import write_text_atomic
-        from seqtasks.text.subword_tokenizer import learn_vocabulary
+        from seqtasks.io_utils import write_bytes_atomic
 
         config = self.recipe.data
         print(f"Pairs: {len(train)} training, {len(validation)} validation")
-        vocabularies = (
-            learn_vocabulary([s for s, _ in train], config.source_vocab_size, config.lower_case, "data.source_vocab_size"),
-            learn_vocabulary([t for _, t in train], config.target_vocab_size, config.lower_case, "data.target_vocab_size"),
-        )
-        for name, vocab in zip(_VOCABULARY_FILES, vocabularies):
-            write_text_atomic(run_dir / name, "\n".join(vocab) + "\n")
+        sources, targets = [s for s, _ in train], [t for _, t in train]
+        if config.shared_vocabulary:
+            shared = self._learn(sources + targets, config.source_vocab_size, "data.source_vocab_size")
+            vocabularies = (shared, shared)
+        else:
+            vocabularies = (
+                self._learn(sources, config.source_vocab_size, "data.source_vocab_size"),
+                self._learn(targets, config.target_vocab_size, "data.target_vocab_size"),
+            )
+        for name, vocabulary in zip(_VOCABULARY_FILES[config.tokenizer], vocabularies):
+            write_bytes_atomic(run_dir / name, vocabulary)
         self._set_vocabularies(*vocabularies)
-        print(f"Vocabularies: {len(vocabularies[0])} source, {len(vocabularies[1])} target subwords")
+        shared = " (shared)" if config.shared_vocabulary else ""
+        print(
+            f"Vocabularies{shared}: {self.source_tokenizer.vocab_size} source, "
+            f"{self.target_tokenizer.vocab_size} target {config.tokenizer} subwords"
+        )
+
+    def _learn(self, texts, size, field):
+        """A vocabulary as the bytes of its run-folder file: a SentencePiece model, or WordPiece lines."""
+        config = self.recipe.data
+        if config.tokenizer == "sentencepiece":
+            from seqtasks.text.sentencepiece_tokenizer import learn_sentencepiece
+
+            return learn_sentencepiece(texts, size, config.sentencepiece_model, config.lower_case, field)
+        from seqtasks.text.subword_tokenizer import learn_vocabulary
+
+        return ("\n".join(learn_vocabulary(texts, size, config.lower_case, field)) + "\n").encode("utf-8")
 
     def restore(self, run_dir):
-        from seqtasks.run_folders import read_lines
+        from seqtasks.run_folders import read_bytes
 
-        self._set_vocabularies(*(read_lines(run_dir, name) for name in _VOCABULARY_FILES))
+        self._set_vocabularies(*(read_bytes(run_dir, name) for name in _VOCABULARY_FILES[self.recipe.data.tokenizer]))
 
-    def _set_vocabularies(self, source_vocab, target_vocab):
-        from seqtasks.text.subword_tokenizer import SubwordTokenizer
+    def _set_vocabularies(self, source_vocabulary, target_vocabulary):
+        config = self.recipe.data
+        if config.tokenizer == "sentencepiece":
+            from seqtasks.text.sentencepiece_tokenizer import SentencePieceTokenizer as tokenizer
+        else:
+            from seqtasks.text.subword_tokenizer import SubwordTokenizer
 
-        self.source_tokenizer = SubwordTokenizer(source_vocab, self.recipe.data.lower_case)
-        self.target_tokenizer = SubwordTokenizer(target_vocab, self.recipe.data.lower_case)
+            def tokenizer(data, lower_case):
+                return SubwordTokenizer(data.decode("utf-8").splitlines(), lower_case)
+
+        self.source_tokenizer = tokenizer(source_vocabulary, config.lower_case)
+        self.target_tokenizer = tokenizer(target_vocabulary, config.lower_case)
 
     def datasets(self, train, validation):
         config, batch_size = self.recipe.data, self.recipe.training.batch_size
@@ -142,7 +171,12 @@ class TranslationTask(Task):
         }
 
     def evaluate(self, model, examples, out_dir):
-        """BLEU and chrF of the recipe's decoding on the pairs; `translations.tsv` and heatmaps in `out_dir`."""
+        """BLEU and chrF of the recipe's decoding on the pairs; `translations.tsv` and heatmaps in `out_dir`.
+
+        BLEU (sacrebleu's 13a tokenization) and chrF compare the outputs with
+        the references as written (NFKC), case included, as the field reports
+        them; `bleu_lowercase` beside them ignores case.
+        """
         import sacrebleu
         import tensorflow as tf
 
@@ -163,9 +197,10 @@ class TranslationTask(Task):
             decoding.max_length,
         )
         hypotheses = [text.decode() for text in self.target_tokenizer.detokenize(output_ids).numpy()]
-        references = [normalize_reference(t, config.lower_case) for _, t in examples]
-        bleu_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.CHRF()
+        references = [normalize_reference(t, lower_case=False) for _, t in examples]
+        bleu_metric, lowercase_metric, chrf_metric = sacrebleu.BLEU(), sacrebleu.BLEU(lowercase=True), sacrebleu.CHRF()
         bleu = bleu_metric.corpus_score(hypotheses, [references])
+        bleu_lowercase = lowercase_metric.corpus_score(hypotheses, [references])
         chrf = chrf_metric.corpus_score(hypotheses, [references])
         write_text_atomic(
             out_dir / "translations.tsv",
@@ -176,8 +211,12 @@ class TranslationTask(Task):
         for index in range(min(5, len(hypotheses))):
             report += [f"  {sources[index]}", f"    -> {hypotheses[index]}", f"    reference: {references[index]}"]
         metrics = {
-            "validation": {"bleu": bleu.score, "chrf": chrf.score},
-            "sacrebleu_signatures": {"bleu": str(bleu_metric.get_signature()), "chrf": str(chrf_metric.get_signature())},
+            "validation": {"bleu": bleu.score, "chrf": chrf.score, "bleu_lowercase": bleu_lowercase.score},
+            "sacrebleu_signatures": {
+                "bleu": str(bleu_metric.get_signature()),
+                "chrf": str(chrf_metric.get_signature()),
+                "bleu_lowercase": str(lowercase_metric.get_signature()),
+            },
             "decoding": {"beam_width": decoding.beam_width, "length_penalty": decoding.length_penalty},
             # Batches of `evaluation.batch_size`, sorted by length; tracing the decoder once included or not.
             "decode_sentences_per_second": round(len(hypotheses) / timings["decode_seconds"], 1),
@@ -231,7 +270,9 @@ class TranslationTask(Task):
     def serving_module(self, model):
         from seqtasks.tasks.seq2seq_common import make_decode, make_server
 
-        decode = make_decode(model, self.recipe.model.decoding)
+        n_best = self.recipe.model.decoding.n_best
+        decode = make_decode(model, self.recipe.model.decoding, n_best if n_best > 1 else None)
         return make_server(
-            model, decode, self.source_tokenizer, self.target_tokenizer, self.recipe.data.max_length, "translation"
+            model, decode, self.source_tokenizer, self.target_tokenizer, self.recipe.data.max_length, "translation",
+            n_best,
         )

@@ -87,8 +87,12 @@ def checked_decode(index, data, image_size):
     return tf.image.resize(image, (image_size, image_size))
 
 
-def make_server(model, decode_fn, tokenizer, backbone, image_size):
-    """A `tf.Module` whose `serve` maps encoded images `image` `[None]` to `caption` and `score`."""
+def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
+    """A `tf.Module` whose `serve` maps encoded images `image` `[None]` to `caption` and `score`.
+
+    With `n_best` > 1 (`decode_fn` from `make_decode(..., n_best=n_best)`), also
+    the `n_best` best, best first: `captions` and `scores`, `[None, n_best]`.
+    """
     import tensorflow as tf
 
     class CaptionServer(tf.Module):
@@ -114,6 +118,11 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size):
                 # Rounded through float16 like the cached features training read.
                 inputs = tf.cast(backbone(pixels), tf.float16)
             ids, _, scores = decode_fn(inputs)
-            return {"caption": self.tokenizer.detokenize(ids)[:count], "score": scores[:count]}
+            if n_best == 1:
+                return {"caption": self.tokenizer.detokenize(ids)[:count], "score": scores[:count]}
+            shape = tf.shape(ids)
+            texts = tf.reshape(self.tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), [-1, n_best])[:count]
+            scores = scores[:count]
+            return {"caption": texts[:, 0], "score": scores[:, 0], "captions": texts, "scores": scores}
 
     return CaptionServer()

@@ -148,6 +148,7 @@ class CaptioningTask(Task):
         from seqtasks.tasks.captioning.serving import make_server
         from seqtasks.tasks.seq2seq_common import make_decode
 
-        decode = make_decode(model, self.recipe.model.decoding)
+        n_best = self.recipe.model.decoding.n_best
+        decode = make_decode(model, self.recipe.model.decoding, n_best if n_best > 1 else None)
         image_size = served_image_size(self.recipe.model.backbone, self.backbone)
-        return make_server(model, decode, self.tokenizer, self.backbone, image_size)
+        return make_server(model, decode, self.tokenizer, self.backbone, image_size, n_best)

@@ -1,0 +1,122 @@
+import pytest
+import tensorflow as tf
+from conftest import REPO
+
+from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.sentencepiece_tokenizer import SMALLEST_VOCAB_SIZE, SentencePieceTokenizer, learn_sentencepiece
+
+SAMPLE = REPO / "recipes" / "data" / "spa-eng-sample.tsv"
+
+
+@pytest.fixture(scope="module")
+def english():
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    return [line.split("\t")[0] for line in lines[:2000]]
+
+
+@pytest.fixture(scope="module", params=["unigram", "bpe"])
+def model(request, english):
+    return learn_sentencepiece(english, 600, request.param)
+
+
+# Built in each test: mutmut runs a mutant of `__init__` only with the tests during which it ran.
+@pytest.fixture
+def tokenizer(model):
+    return SentencePieceTokenizer(model)
+
+
+def _round_trip(tokenizer, texts):
+    ids = tokenizer.tokenize(tf.constant(texts))
+    return ids, [text.decode() for text in tokenizer.detokenize(ids).numpy()]
+
+
+def test_the_reserved_tokens_take_the_first_ids(tokenizer):
+    assert tokenizer.vocab[: len(RESERVED_TOKENS)] == list(RESERVED_TOKENS)
+    assert (tokenizer.vocab[PAD_ID], tokenizer.vocab[UNK_ID]) == ("[PAD]", "[UNK]")
+    assert (tokenizer.vocab[START_ID], tokenizer.vocab[END_ID]) == ("[START]", "[END]")
+    assert tokenizer.vocab_size == len(tokenizer.vocab) == 600
+
+
+def test_text_comes_back_exactly_as_written_case_and_punctuation_kept(tokenizer):
+    texts = ["Where is the train station?", "I don't know, do you?", "Tom's dog (a big one) is 3% faster.", "¡Hola!"]
+    ids, back = _round_trip(tokenizer, texts)
+    assert ids.dtype == tf.int32
+    assert back == texts
+
+
+def test_numbers_names_and_unseen_scripts_pass_through_without_unknown_tokens(tokenizer):
+    texts = ["Tom tiene 35 años.", "Zyxwv met Qüñ in 1987.", "東京 😀 Ελλάδα", "a\u0301"]
+    ids, back = _round_trip(tokenizer, texts)
+    assert UNK_ID not in ids.flat_values.numpy()
+    assert back[:3] == texts[:3]
+    assert back[3] == "\u00e1"  # NFKC: the combining accent composed
+
+
+def test_digits_are_pieces_of_their_own(tokenizer):
+    ids = [i for i in tokenizer.tokenize(tf.constant(["1987"]))[0].numpy() if tokenizer.vocab[i] != "▁"]
+    pieces = tokenizer.detokenize(tf.constant([[i] for i in ids])).numpy()
+    assert [piece.decode().strip() for piece in pieces] == ["1", "9", "8", "7"]
+
+
+def test_empty_and_blank_texts_have_no_pieces_and_come_back_empty(tokenizer):
+    ids, back = _round_trip(tokenizer, ["", "   ", "\t"])
+    assert ids.row_lengths().numpy().tolist() == [0, 0, 0]
+    assert back == ["", "", ""]
+
+
+def test_detokenize_stops_at_the_first_end_and_drops_reserved_ids(tokenizer):
+    ids = tokenizer.tokenize(tf.constant(["Hello there.", "Good."])).to_tensor()
+    rows = ids.numpy().tolist()
+    first = [START_ID] + rows[0][:2] + [PAD_ID, UNK_ID] + rows[0][2:] + [END_ID] + rows[1]
+    second = rows[1] + [END_ID, END_ID, PAD_ID]
+    width = max(len(first), len(second))
+    dense = tf.constant([row + [PAD_ID] * (width - len(row)) for row in (first, second)])
+    assert [text.decode() for text in tokenizer.detokenize(dense).numpy()] == ["Hello there.", "Good."]
+
+
+def test_spaces_a_model_writes_around_punctuation_or_twice_are_tidied(tokenizer):
+    space = tokenizer.vocab.index("▁")
+    pieces = lambda text: tokenizer.tokenize(tf.constant([text]))[0].numpy().tolist()  # noqa: E731
+    rows = [
+        pieces("Where is it") + [space] + pieces("?"),
+        [space] + pieces("¡Hola") + [space, space] + pieces("Tom") + [space, space],
+        pieces("(") + [space] + pieces("Yes") + [space] + pieces(")"),
+    ]
+    width = max(map(len, rows))
+    dense = tf.constant([row + [PAD_ID] * (width - len(row)) for row in rows])
+    assert [text.decode() for text in tokenizer.detokenize(dense).numpy()] == ["Where is it?", "¡Hola Tom", "(Yes)"]
+
+
+def test_lower_case_folds_the_input(english):
+    tokenizer = SentencePieceTokenizer(learn_sentencepiece(english, 400, lower_case=True), lower_case=True)
+    assert _round_trip(tokenizer, ["Where IS Tom?"])[1] == ["where is tom?"]
+
+
+def test_the_same_texts_give_the_same_model(english, model):
+    kind = "bpe" if SentencePieceTokenizer(model).vocab != SentencePieceTokenizer(
+        learn_sentencepiece(english, 600, "unigram")
+    ).vocab else "unigram"
+    assert learn_sentencepiece(english, 600, kind) == model
+
+
+def test_too_little_text_gives_a_smaller_vocabulary_with_a_note(capsys):
+    model = learn_sentencepiece(["a b c", "a b"], 400, field="data.target_vocab_size")
+    size = SentencePieceTokenizer(model).vocab_size
+    assert SMALLEST_VOCAB_SIZE <= size < 400
+    assert capsys.readouterr().out == (
+        f"Note: data.target_vocab_size is 400, but the training data gives only {size} pieces; using {size}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((["a"], 600, "word"), "Expected one of {'unigram', 'bpe'}. Received: model_type='word'"),
+        ((["a"], 260, "bpe"), "Expected vocab_size >= 261 (256 byte pieces). Received: 260"),
+        ((["", "  "], 600), "Expected some non-blank texts to learn SentencePiece pieces from"),
+    ],
+)
+def test_bad_arguments_are_named(args, message):
+    with pytest.raises(ValueError) as error:
+        learn_sentencepiece(*args)
+    assert str(error.value) in (message, message.replace("{'unigram', 'bpe'}", "{'bpe', 'unigram'}"))
