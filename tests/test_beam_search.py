@@ -474,6 +474,15 @@ def test_the_n_best_wait_until_the_last_of_them_cannot_be_passed():
     np.testing.assert_array_equal(taken, [3])
 
 
+@pytest.mark.parametrize("width, n_best", [(1, 1), (3, 1), (3, 3)])
+def test_n_best_from_one_to_the_beam_width_returns_that_many(width, n_best):
+    ids, lengths, scores, _ = beam_search(
+        _unigram_step(TRAP), tile_beams((), width), np.full(2, START), END, 4, width, n_best=n_best
+    )
+    assert np.array(ids).shape == (2, n_best, 4) and np.array(scores).shape == np.array(lengths).shape == (2, n_best)
+    np.testing.assert_array_equal(np.array(ids)[:, 0, :2], [[Y, END]] * 2 if width > 1 else [[X, X]] * 2)
+
+
 @pytest.mark.parametrize("n_best", [0, 4])
 def test_n_best_outside_one_to_the_beam_width_is_an_error(n_best):
     with pytest.raises(ValueError, match=rf"Expected n_best in 1..beam_width=3. Received: n_best={n_best}"):

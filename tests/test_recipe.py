@@ -1268,6 +1268,16 @@ def test_a_string_value_of_up_to_40_characters_is_quoted_whole(tmp_path):
         assert error_of(path) == f"{path}: seed: expected an integer; got {shown} (line 2)"
 
 
+@pytest.mark.parametrize("field", ["source_vocab_size", "target_vocab_size"])
+def test_sentencepiece_vocabularies_hold_the_byte_pieces(tmp_path, field):
+    path = write(tmp_path, "task: translation\ndata:\n  path: p.tsv\n  tokenizer: sentencepiece\n")
+    assert error_of(path, [f"data.{field}=260"]) == (
+        f"--set data.{field}: at least 261 for sentencepiece (256 byte pieces); got 260"
+    )
+    assert getattr(load_recipe(path, [f"data.{field}=261"]).data, field) == 261
+    assert getattr(load_recipe(path, [f"data.{field}=260", "data.tokenizer=wordpiece"]).data, field) == 260
+
+
 def test_n_best_beyond_the_beam_width_is_an_error(tmp_path):
     path = write(tmp_path, "task: toy\nmodel:\n  decoding:\n    beam_width: 4\n    n_best: 5\n")
     assert error_of(path) == f"{path}: model.decoding.n_best: must not exceed beam_width (4); got 5 (line 5)"
