@@ -1,7 +1,10 @@
+import re
+
 import pytest
 import tensorflow as tf
 from conftest import REPO
 
+from seqtasks.errors import SeqtasksError
 from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from seqtasks.text.sentencepiece_tokenizer import SMALLEST_VOCAB_SIZE, SentencePieceTokenizer, learn_sentencepiece
 
@@ -120,3 +123,59 @@ def test_bad_arguments_are_named(args, message):
     with pytest.raises(ValueError) as error:
         learn_sentencepiece(*args)
     assert str(error.value) in (message, message.replace("{'unigram', 'bpe'}", "{'bpe', 'unigram'}"))
+
+
+def test_the_smallest_vocabulary_is_the_bytes_the_reserved_tokens_and_the_texts_characters():
+    texts = ["ab ba", "ba ab ab"] * 50  # a, b and the space: 3 characters
+    assert SentencePieceTokenizer(learn_sentencepiece(texts, SMALLEST_VOCAB_SIZE + 2)).vocab_size == 263
+    with pytest.raises(SeqtasksError, match="vocab_size: 261 subwords cannot hold .* give at least 263$"):
+        learn_sentencepiece(texts, SMALLEST_VOCAB_SIZE)
+
+
+def test_a_vocabulary_too_small_for_the_texts_characters_is_a_clear_error(english):
+    with pytest.raises(SeqtasksError) as error:
+        learn_sentencepiece(english, SMALLEST_VOCAB_SIZE, field="data.source_vocab_size")
+    assert re.fullmatch(
+        r"data\.source_vocab_size: 261 subwords cannot hold the byte, reserved and character pieces the texts "
+        r"need; give at least \d+",
+        str(error.value),
+    )
+
+
+def test_a_lower_case_model_learns_no_capitals_and_a_cased_one_keeps_them(english):
+    def learned(tokenizer):  # the pieces past the reserved tokens and the 256 bytes
+        return [piece for piece in tokenizer.vocab[len(RESERVED_TOKENS) :] if not piece.startswith("<0x")]
+
+    folded = learned(SentencePieceTokenizer(learn_sentencepiece(english, 400, lower_case=True), lower_case=True))
+    assert all(piece == piece.casefold() for piece in folded)
+    assert any(piece != piece.casefold() for piece in learned(SentencePieceTokenizer(learn_sentencepiece(english, 400))))
+
+
+def test_unigram_and_bpe_learn_different_pieces(english):
+    assert learn_sentencepiece(english, 400, "unigram") != learn_sentencepiece(english, 400, "bpe")
+
+
+def test_learning_prints_nothing_when_the_vocabulary_is_reached(english, capfd):
+    learn_sentencepiece(english, 400, field="data.target_vocab_size")
+    assert capfd.readouterr() == ("", "")
+
+
+def test_numbers_split_into_digits_even_when_learned_often():
+    texts = [f"In 1987 I paid {n} euros for 1987 books." for n in range(100, 400)]
+    tokenizer = SentencePieceTokenizer(learn_sentencepiece(texts, 300))
+    pieces = [tokenizer.vocab[i] for i in tokenizer.tokenize(tf.constant(["1987"]))[0].numpy()]
+    assert [piece.lstrip("▁") for piece in pieces if piece != "▁"] == ["1", "9", "8", "7"]
+
+
+def test_a_model_without_the_reserved_tokens_first_is_refused(english):
+    import io
+
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(english), model_writer=model, vocab_size=400, minloglevel=2, num_threads=1
+    )
+    with pytest.raises(ValueError) as error:
+        SentencePieceTokenizer(model.getvalue())
+    assert str(error.value) == "Expected the pieces to start with ['[PAD]', '[UNK]', '[START]', '[END]']"

@@ -9,10 +9,12 @@ needs only `tensorflow_text` to run it.
 """
 
 import io
+import re
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from seqtasks.errors import SeqtasksError
 from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from seqtasks.special_ids import SMALLEST_SENTENCEPIECE_VOCAB as SMALLEST_VOCAB_SIZE
 from seqtasks.text.subword_tokenizer import content_ids
@@ -38,7 +40,7 @@ def learn_sentencepiece(texts, vocab_size, model_type="unigram", lower_case=Fals
         raise ValueError("Expected some non-blank texts to learn SentencePiece pieces from")
     model = io.BytesIO()
     pad, unk, start, end = RESERVED_TOKENS
-    sentencepiece.SentencePieceTrainer.train(
+    trainer_arguments = dict(
         sentence_iterator=iter(texts),
         model_writer=model,
         model_type=model_type,
@@ -60,6 +62,17 @@ def learn_sentencepiece(texts, vocab_size, model_type="unigram", lower_case=Fals
         bos_piece=start,
         eos_piece=end,
     )
+    try:
+        sentencepiece.SentencePieceTrainer.train(**trainer_arguments)
+    except RuntimeError as error:
+        # The pieces must at least hold the characters that cover the texts, beside the bytes.
+        counts = re.search(r"(\d+) vs (\d+)", str(error))
+        if "required_chars" not in str(error) or counts is None:
+            raise
+        raise SeqtasksError(
+            f"{field or 'vocab_size'}: {vocab_size} subwords cannot hold the byte, reserved and character "
+            f"pieces the texts need; give at least {counts[2]}"
+        ) from None
     proto = model.getvalue()
     size = sentencepiece.SentencePieceProcessor(model_proto=proto).get_piece_size()
     if field and size < vocab_size:
