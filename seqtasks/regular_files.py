@@ -4,6 +4,7 @@ A device such as /dev/zero never ends and a FIFO blocks its reader, so both
 are refused before they are opened.
 """
 
+import contextlib
 import errno
 import os
 import stat
@@ -50,3 +51,20 @@ def open_regular_file(path, limit, what="a data file"):
         handle.close()
         raise
     return handle
+
+
+@contextlib.contextmanager
+def reading_errors(path, missing, expected, error_type=SeqtasksError):
+    """Turns the ways opening or reading `path` fails into one-line `error_type`s.
+
+    A missing file is "no such `missing`", a folder "is a folder, expected
+    `expected`", any other `OSError` (or a gzip stream cut short) "cannot read".
+    """
+    try:
+        yield
+    except FileNotFoundError:
+        raise error_type(f"{path}: no such {missing}") from None
+    except IsADirectoryError:
+        raise error_type(f"{path}: is a folder, expected {expected}") from None
+    except (OSError, EOFError) as error:
+        raise error_type(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None

@@ -34,6 +34,13 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "seqtasks"))
 
 REPO = Path(__file__).resolve().parent.parent
+SAMPLE_PAIRS = REPO / "tests" / "data" / "spa-eng-sample.tsv"
+
+
+def write_sample_pairs(path, count):
+    """The first `count` lines of the Anki/Tatoeba sample (`English<TAB>Spanish`) written to `path`."""
+    lines = SAMPLE_PAIRS.read_text(encoding="utf-8").splitlines()[:count]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -33,7 +33,7 @@ def test_the_documented_fifth_task_trains_evaluates_and_serves(tmp_path, monkeyp
     # The file lives in the test's folder rather than in seqtasks/tasks/.
     monkeypatch.setitem(TASKS, ROW.name, ROW.__class__(**{**ROW.__dict__, "implementation": "summarisation:SummarisationTask"}))
 
-    sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
+    sample = (REPO / "tests" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
     english = [line.split("\t")[0] for line in sample[:400]]
     (tmp_path / "data").mkdir()
     # An "article" of two sentences summarised by its first.

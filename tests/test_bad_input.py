@@ -1,5 +1,6 @@
 """Bad input, one row each: the CLI exits with status 2 and one line that names the file, line or field."""
 
+import gzip
 import json
 import re
 
@@ -52,6 +53,12 @@ ROWS = {
     "mixed encodings (a Latin-1 line)": (
         TRANSLATION, {"pairs.tsv": PAIRS.encode() + "Coffee.\tCafé.\n".encode("latin-1")}, [],
         r"pairs\.tsv:3: not valid utf-8 \(byte 12 of the line\)",
+    ),
+    "invalid UTF-8 in a gzip data file": (
+        TRANSLATION,
+        {"pairs.tsv.gz": gzip.compress(PAIRS.encode() + "Coffee.\tCafé.\n".encode("latin-1"), mtime=0)},
+        ["--set", "data.path={root}/pairs.tsv.gz"],
+        r"pairs\.tsv\.gz:3: not valid utf-8 \(byte 12 of the line\)",
     ),
     "unknown encoding": (
         TRANSLATION, {"pairs.tsv": PAIRS}, ["--set", "data.encoding=klingon"], r"unknown text encoding 'klingon'",

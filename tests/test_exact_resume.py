@@ -6,7 +6,7 @@ steps; the stop falls inside the second epoch.
 """
 
 import pytest
-from conftest import REPO
+from conftest import REPO, write_sample_pairs
 from test_ner_task import RECIPE as NER_RECIPE
 from test_ner_task import _sentences
 from test_translation_task import RECIPE as TRANSLATION_RECIPE
@@ -26,8 +26,7 @@ COMMON = [
 
 
 def _translation(root):
-    sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
-    (root / "pairs.tsv").write_text("\n".join(sample[:300]) + "\n", encoding="utf-8")
+    write_sample_pairs(root / "pairs.tsv", 300)
     (root / "recipe.yaml").write_text(TRANSLATION_RECIPE)
     return ["model.decoding.beam_width=1"]
 

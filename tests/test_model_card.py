@@ -35,7 +35,7 @@ def test_the_files_hold_the_recipe_its_sources_and_the_metrics(tmp_path):
         "checkpoint": "best",
         "checkpoint_file": SOURCE.checkpoint_file,
         "weights_sha256": "ab" * 32,
-        "data_files": {"data.path": str(REPO / "recipes" / "data" / "spa-eng-sample.tsv")},
+        "data_files": {"data.path": str(REPO / "recipes" / "data" / "spa-eng.txt.gz")},
         "data_url": "http://www.manythings.org/anki/spa-eng.zip",
         "signature": TEXT,
     }
@@ -63,15 +63,15 @@ def test_the_card_of_a_translation_export(tmp_path):
         'print(outputs["translation"].numpy())',
     ]
     assert "| bleu | 14.1234 |\n| chrf | 35.5000 |" in card
-    assert f"- `data.path`: `{REPO / 'recipes' / 'data' / 'spa-eng-sample.tsv'}`" in card
+    assert f"- `data.path`: `{REPO / 'recipes' / 'data' / 'spa-eng.txt.gz'}`" in card
     assert "\n- Source: http://www.manythings.org/anki/spa-eng.zip\n" in card
     assert "\n- Licence: not recorded in the recipe; check the data's source before sharing this model" in card
     limits = card.split("## Input limits\n\n")[1].splitlines()
     assert limits == [
         "- Any batch size; an empty batch gives empty outputs.",
         "- Only the first 10,000 characters of a text are read.",
-        "- A text is cut to its first 30 tokens (`data.max_length`).",
-        "- An output has at most 40 tokens (`model.decoding.max_length`).",
+        "- A text is cut to its first 40 tokens (`data.max_length`).",
+        "- An output has at most 50 tokens (`model.decoding.max_length`).",
     ]
 
 

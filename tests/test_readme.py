@@ -34,3 +34,22 @@ def test_quickstart_has_two_commands_and_ci_runs_the_test_one():
     ci = (REPO / ".ci" / "run").read_text()
     positions = [ci.find(step) for step in commands[1].split(" && ")]
     assert -1 not in positions and positions == sorted(positions), (commands[1], positions)
+
+
+def test_the_default_recipe_is_the_20_minute_one_for_3_minutes_on_every_shipped_anki_pair():
+    import dataclasses
+
+    from seqtasks.data.parallel_corpus import read_parallel_tsv
+    from seqtasks.recipe import load_recipe
+
+    quick = load_recipe(REPO / "recipes" / "translation.yaml")
+    full = load_recipe(REPO / "recipes" / "translation-anki-spa-eng.yaml")
+    assert (quick.data.tokenizer, quick.data.lower_case, quick.training.max_minutes) == ("sentencepiece", False, 3)
+    assert (quick.data, quick.model, quick.seed) == (full.data, full.model, full.seed)
+    assert dataclasses.replace(quick.training, epochs=full.training.epochs, max_minutes=20) == full.training
+    pairs = read_parallel_tsv(quick.data.path, quick.data.source_column, quick.data.target_column)
+    assert len(pairs) == 116_658 and pairs[0] == ("Ve.", "Go.")
+    assert "116,658" in _section("Quickstart")
+    attribution = (REPO / "recipes" / "data" / "README.md").read_text().split("## `spa-eng.txt.gz`")[1].split("\n## ")[0]
+    assert "116,658" in attribution and "CC-BY 2.0 FR" in attribution
+    assert "www.manythings.org/anki and tatoeba.org" in attribution

@@ -4,24 +4,25 @@ import json
 import unicodedata
 
 import pytest
-from conftest import REPO, run_recipe, serve_in_tensorflow_only
+from conftest import run_recipe, serve_in_tensorflow_only, write_sample_pairs
 from test_translation_task import RECIPE
+
+from seqtasks.recipe import load_recipe
 
 pytestmark = pytest.mark.slow  # a small training and an export
 
 SENTENCEPIECE = [
     "data.tokenizer=sentencepiece",
     "data.lower_case=false",
-    "data.shared_vocabulary=true",
     "data.source_vocab_size=500",
+    "data.target_vocab_size=400",
 ]
 
 
 @pytest.fixture(scope="module")
 def sentencepiece_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("sentencepiece")
-    sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
-    (root / "pairs.tsv").write_text("\n".join(sample[:300]) + "\n", encoding="utf-8")
+    write_sample_pairs(root / "pairs.tsv", 300)
     (root / "tiny.yaml").write_text(RECIPE)
     run_dir, output = run_recipe(
         root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}", *SENTENCEPIECE
@@ -29,12 +30,28 @@ def sentencepiece_run(tmp_path_factory):
     return root, run_dir, output
 
 
-def test_one_shared_model_is_kept_in_the_run_folder(sentencepiece_run):
+def test_a_model_for_each_side_is_kept_in_the_run_folder(sentencepiece_run):
     _, run_dir, output = sentencepiece_run
     source, target = (run_dir / "source.spm.model").read_bytes(), (run_dir / "target.spm.model").read_bytes()
-    assert source == target and len(source) > 1000
+    assert source != target and min(len(source), len(target)) > 1000
     assert not (run_dir / "source_vocab.txt").exists()
-    assert "Vocabularies (shared): " in output and " sentencepiece subwords" in output
+    assert "Vocabularies: 500 source, 400 target sentencepiece subwords" in output
+
+
+def test_a_shared_vocabulary_is_one_model_learned_from_both_sides(tmp_path):
+    from seqtasks.tasks import make_task
+
+    write_sample_pairs(tmp_path / "pairs.tsv", 300)
+    (tmp_path / "tiny.yaml").write_text(RECIPE)
+    recipe = load_recipe(tmp_path / "tiny.yaml", SENTENCEPIECE + ["data.shared_vocabulary=true"])
+    task = make_task(recipe)
+    train, validation = task.read_splits()
+    task.prepare(train, validation, tmp_path)
+    source, target = (tmp_path / "source.spm.model").read_bytes(), (tmp_path / "target.spm.model").read_bytes()
+    assert source == target
+    pieces = set(task.source_tokenizer.vocab)
+    assert task.source_tokenizer.vocab == task.target_tokenizer.vocab and len(pieces) == 500
+    assert {"▁Tom", "▁está"} <= pieces  # English and Spanish pieces in the one vocabulary
 
 
 def test_scores_are_cased_with_the_lower_cased_bleu_beside_them(sentencepiece_run):
@@ -73,3 +90,37 @@ def test_the_export_serves_the_run_s_translations_with_tensorflow_alone(sentence
     edge = out["edge"]["translation"]["value"]
     assert edge[:2] == ["", ""] and out["edge"]["score"]["value"][:2] == [0.0, 0.0]
     assert "[UNK]" not in edge[2]
+
+
+PUNCTUATION_ONLY = ["¡¿...?!", "— … «» ,;:"]
+MIXED_SCRIPTS = ["Привет, Tom! مرحبا 你好 🙂👍🏽 35", "Tom tiene 35 años. 😀 漢字"]
+
+
+def test_hostile_texts_are_cut_on_subwords_and_give_bounded_clean_outputs(sentencepiece_run):
+    import sentencepiece
+
+    from seqtasks.special_ids import UNK_ID
+
+    root, run_dir, _ = sentencepiece_run
+    recipe = load_recipe(run_dir / "recipe.yaml")
+    source = sentencepiece.SentencePieceProcessor(model_proto=(run_dir / "source.spm.model").read_bytes())
+    target = sentencepiece.SentencePieceProcessor(model_proto=(run_dir / "target.spm.model").read_bytes())
+    long = ("Tom tiene 35 años y vive en Madrid. " * 300)[:10_000]
+    first = source.encode(long)[: recipe.data.max_length]
+    prefix = source.decode(first)
+    assert len(long) == 10_000 and source.encode(prefix) == first and len(prefix) < 200
+    for text in MIXED_SCRIPTS:  # unseen characters become byte pieces, never [UNK]
+        assert UNK_ID not in source.encode(text)
+    out = serve_in_tensorflow_only(
+        root / "saved_models" / "tiny" / "1",
+        {"long": [long, prefix], "hostile": PUNCTUATION_ONLY + MIXED_SCRIPTS + [" \t\n "]},
+    )
+    long_out, long_score = out["long"]["translation"]["value"], out["long"]["score"]["value"]
+    assert long_out[0] == long_out[1] and long_score[0] == long_score[1]  # only the first max_length subwords count
+    outputs = long_out + out["hostile"]["translation"]["value"]
+    assert outputs[-1] == ""
+    for output in outputs:
+        assert len(target.encode(output)) <= recipe.model.decoding.max_length
+        assert "[UNK]" not in output and "▁" not in output and "\ufffd" not in output
+        assert output == output.strip() and "  " not in output
+        assert not any(f" {mark}" in output for mark in ".,!?;:")

@@ -3,7 +3,13 @@
 import json
 
 import pytest
-from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
+from conftest import (
+    check_eval_export_predict,
+    run_recipe,
+    seqtasks_command,
+    serve_in_tensorflow_only,
+    write_sample_pairs,
+)
 
 from seqtasks.recipe import load_recipe
 from seqtasks.tasks.serving_limits import text_character_limit
@@ -34,8 +40,7 @@ training:
 @pytest.fixture(scope="module")
 def translation_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("translation")
-    sample = (REPO / "recipes" / "data" / "spa-eng-sample.tsv").read_text(encoding="utf-8").splitlines()
-    (root / "pairs.tsv").write_text("\n".join(sample[:300]) + "\n", encoding="utf-8")
+    write_sample_pairs(root / "pairs.tsv", 300)
     (root / "tiny.yaml").write_text(RECIPE)
     run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
     return root, run_dir, output

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.regular_files import open_regular_file
+from seqtasks.regular_files import open_regular_file, reading_errors
 
 MAX_BACKBONE_BYTES = 4 * 1024**3
 
@@ -24,15 +24,9 @@ def load_backbone(path):
     import keras
 
     path = Path(path)
-    try:
+    with reading_errors(path, "model file", "a .keras model file"):
         with open_regular_file(path, MAX_BACKBONE_BYTES, "a backbone model file"):
             pass  # a device never ends and a FIFO never starts: refused before Keras reads them
-    except FileNotFoundError:
-        raise SeqtasksError(f"{path}: no such model file") from None
-    except IsADirectoryError:
-        raise SeqtasksError(f"{path}: is a folder, expected a .keras model file") from None
-    except OSError as error:
-        raise SeqtasksError(f"{path}: cannot read: {error.strerror}") from None
     try:
         model = keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as error:  # Keras raises many types for a file that is not a model

@@ -44,15 +44,10 @@ def _too_much_text(path):
 def reading(path, encoding="utf-8"):
     """Turns the ways opening or reading `path` fails into one-line `SeqtasksError`s."""
     try:
-        yield
-    except FileNotFoundError:
-        raise SeqtasksError(f"{path}: no such data file") from None
-    except IsADirectoryError:
-        raise SeqtasksError(f"{path}: is a folder, expected a data file") from None
+        with regular_files.reading_errors(path, "data file", "a data file"):
+            yield
     except LookupError:
         raise SeqtasksError(f"{path}: unknown text encoding {encoding!r}") from None
-    except (OSError, EOFError) as error:
-        raise SeqtasksError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
 
 
 def numbered_lines(path, encoding="utf-8"):

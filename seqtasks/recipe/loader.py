@@ -19,7 +19,7 @@ import yaml
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
-from seqtasks.regular_files import describe_size, open_regular_file
+from seqtasks.regular_files import describe_size, open_regular_file, reading_errors
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -226,21 +226,16 @@ def dump_recipe(recipe):
 
 def _read(path):
     try:
-        with open_regular_file(path, MAX_RECIPE_BYTES, "a recipe file") as handle:
-            data = handle.read(MAX_RECIPE_BYTES + 1)
+        with reading_errors(path, "recipe file", "a recipe file", RecipeError):
+            with open_regular_file(path, MAX_RECIPE_BYTES, "a recipe file") as handle:
+                data = handle.read(MAX_RECIPE_BYTES + 1)
         if len(data) > MAX_RECIPE_BYTES:  # it grew after the size check
             raise RecipeError(f"{path}: more than the {describe_size(MAX_RECIPE_BYTES)} a recipe file may have")
         return data.decode("utf-8")
-    except FileNotFoundError:
-        raise RecipeError(f"{path}: no such recipe file") from None
-    except IsADirectoryError:
-        raise RecipeError(f"{path}: is a folder, expected a recipe file") from None
     except UnicodeDecodeError as error:
         raise RecipeError(f"{path}: not UTF-8 text (byte {error.start})") from None
     except SeqtasksError as error:  # not a regular file, or too big
         raise RecipeError(str(error)) from None
-    except OSError as error:
-        raise RecipeError(f"{path}: cannot read: {error.strerror}") from None
 
 
 def _parse_override(item):

@@ -131,18 +131,29 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
             ids, _, scores = decode_fn(source)
             # The decoder would write something even for no input.
             empty = tf.equal(tokens.row_lengths(), 0)
-            if n_best == 1:
-                return {
-                    output_name: tf.where(empty, "", self.target_tokenizer.detokenize(ids)),
-                    "score": tf.where(empty, tf.zeros_like(scores), scores),
-                }
-            shape = tf.shape(ids)
-            texts = tf.reshape(self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), [-1, n_best])
-            texts = tf.where(empty[:, None], "", texts)
-            scores = tf.where(empty[:, None], tf.zeros_like(scores), scores)
-            return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}
+            return serving_outputs(self.target_tokenizer, ids, scores, output_name, n_best, blank=empty)
 
     return Seq2SeqServer()
+
+
+def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
+    """An export's outputs from decoded `ids`: `output_name` and `score`, and with `n_best` > 1
+    also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first.
+
+    Rows where `blank` is true get empty texts and a score of 0.0.
+    """
+    import tensorflow as tf
+
+    if n_best == 1:
+        texts = tokenizer.detokenize(ids)
+    else:
+        texts = tf.reshape(tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])), [-1, n_best])
+    if blank is not None:
+        rows = blank if n_best == 1 else blank[:, None]
+        texts, scores = tf.where(rows, "", texts), tf.where(rows, tf.zeros_like(scores), scores)
+    if n_best == 1:
+        return {output_name: texts, "score": scores}
+    return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}
 
 
 def pad_rows(rows, width=None):

@@ -8,6 +8,7 @@ tokenizer is a `tf.Module` holding the model's bytes: the exported SavedModel
 needs only `tensorflow_text` to run it.
 """
 
+import hashlib
 import io
 import re
 
@@ -99,7 +100,10 @@ class SentencePieceTokenizer(tf.Module):
         self.vocab = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
         if tuple(self.vocab[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
             raise ValueError(f"Expected the pieces to start with {list(RESERVED_TOKENS)}")
-        self.sentencepiece = tf_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
+        # A loaded SavedModel finds tensorflow-text's model resource by its name, process-wide: two
+        # models under one name would both tokenize with whichever was loaded first.
+        name = "sentencepiece_" + hashlib.sha256(self.model).hexdigest()[:16]
+        self.sentencepiece = tf_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32, name=name)
 
     @property
     def vocab_size(self):

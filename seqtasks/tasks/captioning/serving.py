@@ -95,6 +95,8 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
     """
     import tensorflow as tf
 
+    from seqtasks.tasks.seq2seq_common import serving_outputs
+
     class CaptionServer(tf.Module):
         def __init__(self):
             super().__init__()
@@ -118,11 +120,6 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
                 # Rounded through float16 like the cached features training read.
                 inputs = tf.cast(backbone(pixels), tf.float16)
             ids, _, scores = decode_fn(inputs)
-            if n_best == 1:
-                return {"caption": self.tokenizer.detokenize(ids)[:count], "score": scores[:count]}
-            shape = tf.shape(ids)
-            texts = tf.reshape(self.tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), [-1, n_best])[:count]
-            scores = scores[:count]
-            return {"caption": texts[:, 0], "score": scores[:, 0], "captions": texts, "scores": scores}
+            return serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", n_best)
 
     return CaptionServer()
