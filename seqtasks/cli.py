@@ -81,11 +81,14 @@ def run(recipe, overrides, output_dir, fresh):
     A run that was stopped before it finished (killed, preempted) is resumed
     from its last checkpoint when the same command is given again.
     """
+    from seqtasks.backends import select_backend
     from seqtasks.recipe import load_recipe
     from seqtasks.runner import Runner
 
     try:
-        runner = Runner.start(load_recipe(resolve_recipe(recipe), overrides), output_dir, fresh, log=click.echo)
+        loaded = load_recipe(resolve_recipe(recipe), overrides)
+        select_backend(loaded)
+        runner = Runner.start(loaded, output_dir, fresh, log=click.echo)
         metrics = runner.train()
     except SeqtasksError as error:
         raise UserError(str(error)) from None

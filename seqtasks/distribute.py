@@ -68,12 +68,79 @@ def _tpu_visible():
     return bool(os.environ.get("TPU_NAME") or tf.config.list_physical_devices("TPU"))
 
 
-def make_strategy(config):
-    """The strategy of a `DistributeConfig`, made once per process and settings."""
-    key = (config.strategy, tuple(config.devices), config.tpu)
+def make_strategy(config, backend="tensorflow"):
+    """The strategy of a `DistributeConfig`, made once per process, backend and settings.
+
+    Under JAX it is a `JaxDistribution`: Keras' own distribution API in
+    place of `tf.distribute`.
+    """
+    key = (backend, config.strategy, tuple(config.devices), config.tpu)
     if key not in _STRATEGIES:
-        _STRATEGIES[key] = _build(config)
+        _STRATEGIES[key] = _build(config) if backend == "tensorflow" else _jax_distribution(config)
     return _STRATEGIES[key]
+
+
+class JaxDistribution:
+    """A Keras `DataParallel` distribution (or none: one device) with a strategy's `scope()` and replica count."""
+
+    def __init__(self, distribution=None):
+        self.distribution = distribution
+        self.num_replicas_in_sync = 1 if distribution is None else len(distribution.device_mesh.devices.flat)
+
+    def scope(self):
+        import contextlib
+
+        return contextlib.nullcontext() if self.distribution is None else self.distribution.scope()
+
+
+def _jax_distribution(config):
+    """`DataParallel` over the devices the settings name (all of them for `mirrored` and `multi_worker`,
+    and for `auto` when there are several); none for `default` and for `auto` on one device.
+
+    `multi_worker` joins the processes that `KERAS_DISTRIBUTION_JOB_ADDRESSES`,
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`
+    describe (`keras.distribution.initialize`, over `jax.distributed`).
+    """
+    import jax
+    from keras import distribution
+
+    if config.strategy == "tpu":
+        raise SeqtasksError(
+            "distribute.strategy: 'tpu' is TensorFlow's TPUStrategy; under JAX a TPU's cores are devices: "
+            "use 'auto' or 'mirrored'"
+        )
+    if config.strategy == "multi_worker":
+        if config.devices:
+            raise SeqtasksError("distribute.devices: not used by 'multi_worker'; each process uses its own devices")
+        if jax.process_count() == 1 and os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+            distribution.initialize()
+        if jax.process_count() == 1:
+            raise SeqtasksError(
+                "distribute.strategy: 'multi_worker' under JAX needs one process per host, joined by "
+                "keras.distribution.initialize(): set KERAS_DISTRIBUTION_JOB_ADDRESSES, "
+                "KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID (docs/distribution.md)"
+            )
+    available = distribution.list_devices()
+    devices = [_jax_device(name, available) for name in config.devices]
+    if config.strategy == "default" or (config.strategy == "auto" and len(available) == 1):
+        return JaxDistribution()
+    if config.strategy == "one_device":
+        return JaxDistribution(distribution.DataParallel(devices=devices[:1] or available[:1]))
+    return JaxDistribution(distribution.DataParallel(devices=devices or available))
+
+
+def _jax_device(name, available):
+    """Keras' name (`gpu:1`) of the JAX device a TensorFlow-style name (`/gpu:1`, `/device:GPU:1`) means."""
+    import tensorflow as tf
+
+    try:
+        wanted = tf.DeviceSpec.from_string(name)
+    except ValueError:
+        raise SeqtasksError(f"distribute.devices: not a device name: {name!r}") from None
+    found = f"{(wanted.device_type or '').lower()}:{wanted.device_index or 0}"
+    if found not in available:
+        raise SeqtasksError(f"distribute.devices: no device {name!r} under JAX; its devices: {', '.join(available)}")
+    return found
 
 
 def _build(config):

@@ -45,13 +45,15 @@ class Runner:
         run is refused. The distribution strategy is made before any other
         TensorFlow work, as multi-worker collectives require.
         """
+        from seqtasks.backends import resolve_backend
         from seqtasks.distribute import make_strategy
         from seqtasks.io_utils import make_run_dir, write_text_atomic
         from seqtasks.recipe import dump_recipe
         from seqtasks.run_folders import lock_run, unfinished_run
 
         check_inputs(recipe)
-        make_strategy(recipe.distribute)
+        recipe = resolve_backend(recipe)
+        make_strategy(recipe.distribute, recipe.backend)
         text = dump_recipe(recipe)
         run_dir = None if fresh else unfinished_run(output_dir, recipe.name, text)
         if run_dir is not None:
@@ -62,6 +64,7 @@ class Runner:
             lock_run(run_dir)
             write_text_atomic(run_dir / "recipe.yaml", text)
         log(f"Run folder: {run_dir}")
+        log(f"Keras backend: {recipe.backend}")
         return cls(recipe, run_dir, log)
 
     @classmethod
@@ -193,6 +196,13 @@ class Runner:
         """
         import json
         from dataclasses import replace
+
+        import keras
+
+        if keras.backend.backend() != "tensorflow":
+            from seqtasks.backends import export_in_tensorflow
+
+            return export_in_tensorflow(self, checkpoint, metrics, force)
 
         from seqtasks.export import describe_signature, export_saved_model, unchanged_export, weights_sha256
         from seqtasks.model_card import Source, audit_files, identity_files

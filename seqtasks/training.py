@@ -244,22 +244,27 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
     train_seconds)`, the model holding the best weights; `train_seconds`
     includes the time trained before a resumption.
     """
+    import keras
+
     from seqtasks import checkpoints
     from seqtasks.distribute import make_strategy
     from seqtasks.io_utils import publish_folder
 
-    strategy = make_strategy(recipe.distribute)
+    backend = keras.backend.backend()
+    strategy = make_strategy(recipe.distribute, backend)
     with strategy.scope(), dtype_policy(recipe.training.precision):
         model = make_model()
         if not model.built:
             model.build()
         compile_model(model)
-    if strategy.num_replicas_in_sync > 1:
+    if backend == "tensorflow" and strategy.num_replicas_in_sync > 1:
         _build_before_fit(model, train_data, strategy)
     with strategy.scope():
         state = checkpoints.restore(model, Path(run_dir) / "checkpoints")
     if state is not None:
         print(f"Resuming from step {state['steps']} (epoch {state['epoch'] + 1}, batch {state['batches_done']})")
-    history = fit(model, train_data, validation_data, recipe.training, run_dir, state)
+    # Keras' JAX trainer shards each batch by the distribution in scope; tf.distribute's model keeps its strategy.
+    with strategy.scope() if backend == "jax" else contextlib.nullcontext():
+        history = fit(model, train_data, validation_data, recipe.training, run_dir, state)
     publish_folder(lambda folder: model.save(f"{folder}/model.keras"), Path(run_dir) / "model")
     return model, history, history.train_seconds

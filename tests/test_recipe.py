@@ -784,7 +784,7 @@ def test_what_the_cross_field_checks_allow(tmp_path, text, dotted, value):
 
 # --- loader: exact messages of every way a file or a --set flag can be wrong ---
 
-TOP_LEVEL = "task, name, description, seed, data, model, training, evaluation, export, distribute"
+TOP_LEVEL = "task, name, description, seed, backend, data, model, training, evaluation, export, distribute"
 
 
 @pytest.mark.parametrize(
@@ -999,7 +999,7 @@ def test_dumped_recipes_keep_the_schema_order(tmp_path):
     recipe = load_recipe(write(tmp_path, "task: toy\n"), ["model.encoder.num_layers=2"])
     text = dump_recipe(recipe)
     assert text.startswith(
-        "task: toy\nname: x\ndescription: ''\nseed: 0\ndata:\n  train_size: 4000\n  validation_size: 400\n"
+        "task: toy\nname: x\ndescription: ''\nseed: 0\nbackend: auto\ndata:\n  train_size: 4000\n  validation_size: 400\n"
         "  min_length: 3\n  max_length: 10\n  num_symbols: 10\nmodel:\n  embedding_dim: 64\n  encoder:\n"
         "    cell_type: lstm\n    units: 128\n    num_layers: 2\n"
     )
@@ -1117,7 +1117,7 @@ def test_alias_counts_of_lists_and_mappings(tmp_path, walk_guard, monkeypatch):
     text = "task: toy\nx: &m {k: &l [a, b]}\ny: [*l, *m]\n"  # 3 + 5 = 8 aliased values
     monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 8)
     assert error_of(write(tmp_path, text)).endswith("x: unknown key; expected one of task, name, description, seed, "
-                                                     "data, model, training, evaluation, export, distribute (line 2)")
+                                                     "backend, data, model, training, evaluation, export, distribute (line 2)")
     monkeypatch.setattr(loader, "MAX_ALIASED_VALUES", 7)
     path = write(tmp_path, text)
     assert error_of(path) == f"{path}: YAML aliases expand to more than 7 values (line 3); write the values out instead"

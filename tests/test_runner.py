@@ -1,5 +1,6 @@
 """Starting a run: the recipe's inputs are checked before a run folder is made, and a run folder has one trainer."""
 
+import dataclasses
 import fcntl
 import json
 
@@ -67,7 +68,8 @@ def test_a_run_another_process_is_training_is_not_resumed_twice(tmp_path):
     recipe = _recipe(tmp_path, "task: toy\nname: toy\n")
     run = tmp_path / "runs" / "toy" / "20261122-100000"
     (run / "checkpoints").mkdir(parents=True)
-    (run / "recipe.yaml").write_text(dump_recipe(recipe))
+    # As `Runner.start` saves it: with the backend that ran.
+    (run / "recipe.yaml").write_text(dump_recipe(dataclasses.replace(recipe, backend="tensorflow")))
     (run / "checkpoints" / "state.json").write_text(json.dumps({"checkpoint": "step-00000004.weights.h5"}))
     with open(run / ".lock", "w") as other:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)

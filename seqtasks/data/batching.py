@@ -63,8 +63,12 @@ def bucketed_batches(data, size, length_fn, boundaries, batch_size, shuffle_seed
     `size` is the number of elements; `length_fn(*element)` gives the length
     buckets are chosen by. With a `shuffle_seed` the order follows the
     training position (`epoch_ordered`). Batches are global batches; under a
-    multi-worker strategy each worker keeps its share.
+    multi-worker strategy each worker keeps its share. Under Keras' JAX
+    backend, where each new batch shape compiles the training step again,
+    the batches are padded to their bucket's boundary (`pad_to_boundaries`).
     """
+    import keras
+
     data = data.cache()
 
     def batches(elements):
@@ -75,6 +79,30 @@ def bucketed_batches(data, size, length_fn, boundaries, batch_size, shuffle_seed
             padding_values=padding_values,
         )
 
+    if keras.config.backend() == "jax":
+        plain = batches
+        batches = lambda elements: pad_to_boundaries(plain(elements), boundaries)  # noqa: E731
     if shuffle_seed is None:
         return shard_by_data(batches(data))
     return shard_by_data(epoch_ordered(data, size, shuffle_seed, batches))
+
+
+def pad_to_boundaries(batches, boundaries):
+    """Pads axis 1 of each tensor of rank 2 or more with zeros (or "") up to the first of `boundaries` that holds it
+    (past the last boundary: the next power of two), so batches come in few shapes."""
+    import tensorflow as tf
+
+    def width(length):
+        bounds = tf.constant(sorted(boundaries), tf.int32)
+        above = tf.boolean_mask(bounds, bounds >= length)
+        power = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(length, tf.float32)) / tf.math.log(2.0)), tf.int32)
+        return tf.cond(tf.size(above) > 0, lambda: above[0], lambda: tf.maximum(power, length))
+
+    def pad(tensor):
+        if tensor.shape.rank is None or tensor.shape.rank < 2:
+            return tensor
+        length = tf.shape(tensor)[1]
+        padding = [[0, 0], [0, width(length) - length]] + [[0, 0]] * (tensor.shape.rank - 2)
+        return tf.pad(tensor, padding, constant_values="" if tensor.dtype == tf.string else 0)
+
+    return batches.map(lambda *element: tf.nest.map_structure(pad, element if len(element) > 1 else element[0]))

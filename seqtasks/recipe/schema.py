@@ -547,6 +547,12 @@ class Recipe:
     name: str = spec("", "Run and export folder name (default: the recipe file's stem).")
     description: str = spec("", "One line shown by `seqtasks recipes`.")
     seed: int = spec(0, "Seed of data splits, shuffling and weight initialisation.", min=0, max=MAX_SEED)
+    backend: Literal["auto", "tensorflow", "jax"] = spec(
+        "auto",
+        "Keras backend that trains and evaluates ('auto': KERAS_BACKEND, else Keras' configuration, else "
+        "tensorflow); a run folder's recipe.yaml records the one used. Exports are built under TensorFlow "
+        "whatever trained.",
+    )
     data: Any = spec(None, "Task-specific data section.")
     model: Any = spec(None, "Task-specific model section.")
     training: TrainingConfig = section(TrainingConfig, "Optimisation and fit settings.")

@@ -25,19 +25,25 @@ def _padded_ids(encode, text):
 
 
 def predict_probabilities(model, encode, texts, batch_size):
-    """Class probabilities `(len(texts), classes)`, in length-sorted batches, traced once."""
+    """Class probabilities `(len(texts), classes)`, in length-sorted batches (`seqtasks.compiled`)."""
     import numpy as np
     import tensorflow as tf
+    from keras import ops
 
+    from seqtasks.compiled import CompiledFunction, pad_batch
     from seqtasks.tasks.prediction_loop import predict_in_batches
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def predict(text):
-        return tf.nn.softmax(tf.cast(model(_padded_ids(encode, text), training=False), tf.float32))
-
-    rows = predict_in_batches(
-        lambda batch: predict(tf.constant(batch)).numpy(), texts, batch_size, "Classifying", [len(t) for t in texts]
+    compiled = CompiledFunction(
+        lambda ids: ops.softmax(ops.cast(model(ids, training=False), "float32")), model, [((None, None), "int32")]
     )
+
+    def predict(batch):
+        ids = _padded_ids(encode, tf.constant(batch)).numpy()
+        if compiled.compiles_per_shape:
+            ids = pad_batch(ids, (None, None), batch_size, PAD_ID)
+        return compiled(ids)[: len(batch)]
+
+    rows = predict_in_batches(predict, texts, batch_size, "Classifying", [len(t) for t in texts])
     return np.stack(rows) if rows else np.zeros((0, model.num_classes), np.float32)
 
 

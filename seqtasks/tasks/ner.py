@@ -2,6 +2,7 @@
 
 import time
 
+from seqtasks.special_ids import PAD_ID
 from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [8, 16, 24, 32, 48, 64, 96, 128]
@@ -23,9 +24,10 @@ def tag_vocabulary(config, train, validation):
 
 def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None):
     """Length-bucketed batches `(features, tag ids)`, padded with 0."""
+    import keras
     import tensorflow as tf
 
-    from seqtasks.data.batching import bucketed_batches
+    from seqtasks.data.batching import bucketed_batches, pad_to_boundaries
 
     tokens = tf.ragged.constant([words for words, _ in sentences], dtype=tf.string)
     tags = tf.ragged.constant([[tag_index[t] for t in labels] for _, labels in sentences], dtype=tf.int32)
@@ -39,21 +41,30 @@ def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None
         lambda words, labels: (featurizer.features(tf.RaggedTensor.from_tensor(words, padding="")), labels),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    if keras.config.backend() == "jax":  # the features are as long as the longest sentence: pad them as the tags
+        data = pad_to_boundaries(data, _BUCKETS)
     return data.prefetch(tf.data.AUTOTUNE)
 
 
 def predict_tags(model, featurizer, tags, sentences, batch_size):
-    """Tag lists for token lists, in length-sorted batches with one traced function."""
+    """Tag lists for token lists, in length-sorted batches with one compiled function (`seqtasks.compiled`)."""
     import tensorflow as tf
 
+    from seqtasks.compiled import CompiledFunction, pad_batch
     from seqtasks.tasks.prediction_loop import predict_in_batches
 
-    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.string)])
-    def decode(tokens):
-        return model.decode(featurizer.features(tokens))
+    compiled = None
 
     def predict_batch(batch):
-        ids = decode(tf.ragged.constant(batch, dtype=tf.string)).numpy()
+        nonlocal compiled
+        features = {name: value.numpy() for name, value in featurizer.features(tf.ragged.constant(batch, tf.string)).items()}
+        names = sorted(features)
+        if compiled is None:
+            specs = [((None, None) + features[name].shape[2:], features[name].dtype) for name in names]
+            compiled = CompiledFunction(lambda *arrays: model.decode(dict(zip(names, arrays))), model, specs)
+        if compiled.compiles_per_shape:
+            features = {name: pad_batch(value, (None, None), batch_size, PAD_ID) for name, value in features.items()}
+        ids = compiled(*(features[name] for name in names))
         return [[tags[i] for i in row[: len(words)]] for words, row in zip(batch, ids)]
 
     return predict_in_batches(predict_batch, sentences, batch_size, "Tagging", [len(words) for words in sentences])

@@ -13,8 +13,9 @@ def compile_model(model, training):
         optimizer=make_optimizer(training),
         loss=SmoothedSparseCrossentropy(training.label_smoothing),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="token_accuracy")],
-        # XLA cannot compile the gradient of the input-feeding scan (TensorArray accumulators).
-        jit_compile=False,
+        # XLA: under TensorFlow it cannot compile the gradient of the input-feeding scan (TensorArray
+        # accumulators); under JAX the scan is a `lax.scan` it compiles, and eager steps would crawl.
+        jit_compile=keras.backend.backend() == "jax",
     )
 
 
@@ -57,43 +58,46 @@ def make_decode(model, decoding, n_best=None):
     return decode
 
 
-def decode_in_batches(decode_fn, input_spec, items, to_batch, batch_size, label, lengths=None, timings=None):
+def decode_in_batches(decode_fn, model, input_spec, items, to_batch, batch_size, label, lengths=None, timings=None):
     """Output id rows of `decode_fn` for every item, in the order of `items`.
 
-    `decode_fn` is traced once for `input_spec` (a `tf.TensorSpec` with a
-    `None` batch axis) and run on `to_batch(list of items)` batches, sorted
-    by `lengths` when given. A `timings` dict receives `trace_seconds` and
-    `decode_seconds` (every batch, tracing excluded).
+    `decode_fn` reads `model`'s variables; it is compiled for `input_spec`
+    (`(shape, dtype)`, `None` for any size: see `seqtasks.compiled`) and run
+    on `to_batch(list of items)` NumPy batches, sorted by `lengths` when
+    given. Where each shape compiles anew (JAX) the batches are padded to a
+    few shapes (`seqtasks.compiled.pad_batch`). A `timings` dict receives
+    `trace_seconds` (tracing and compiling) and `decode_seconds` (the rest).
     """
     import time
 
-    import numpy as np
-    import tensorflow as tf
-
+    from seqtasks.compiled import CompiledFunction, pad_batch
     from seqtasks.tasks.prediction_loop import predict_in_batches
 
-    compiled = tf.function(decode_fn, input_signature=[input_spec])
+    compiled = CompiledFunction(decode_fn, model, [input_spec])
+
+    def predict_batch(batch):
+        array = to_batch(batch)
+        if compiled.compiles_per_shape:
+            array = pad_batch(array, input_spec[0], batch_size, PAD_ID)
+        return compiled(array)[0][: len(batch)]
+
     started = time.perf_counter()
-    compiled.get_concrete_function()
-    traced = time.perf_counter()
-    rows = predict_in_batches(
-        lambda batch: np.asarray(compiled(to_batch(batch))[0]), items, batch_size, label, lengths
-    )
+    rows = predict_in_batches(predict_batch, items, batch_size, label, lengths)
     if timings is not None:
-        timings.update(trace_seconds=traced - started, decode_seconds=time.perf_counter() - traced)
+        seconds = time.perf_counter() - started
+        timings.update(trace_seconds=compiled.compile_seconds, decode_seconds=seconds - compiled.compile_seconds)
     return rows
 
 
-def decode_id_rows(decode_fn, rows, batch_size, timings=None):
+def decode_id_rows(decode_fn, model, rows, batch_size, timings=None):
     """Output id rows for source id rows (lists or arrays, padding allowed), decoded in length-sorted batches."""
-    import tensorflow as tf
-
     rows = [[int(i) for i in row if i != PAD_ID] for row in rows]
     return decode_in_batches(
         decode_fn,
-        tf.TensorSpec([None, None], tf.int32),
+        model,
+        ((None, None), "int32"),
         rows,
-        lambda batch: tf.constant(pad_rows(batch)),
+        pad_rows,
         batch_size,
         "Decoding",
         lengths=[len(row) for row in rows],

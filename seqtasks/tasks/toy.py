@@ -96,7 +96,7 @@ class ToyTask(Task):
 
         source, _, target_out = examples
         decode = make_decode(model, self.recipe.model.decoding)
-        predictions = decode_id_rows(decode, source, self.recipe.evaluation.batch_size)
+        predictions = decode_id_rows(decode, model, source, self.recipe.evaluation.batch_size)
         sources = self.tokenizer.detokenize(source[:3]).numpy()
         outputs = self.tokenizer.detokenize(np.stack(predictions[:3])).numpy()
         report = ["Sample outputs (validation):"]

@@ -193,7 +193,7 @@ class TranslationTask(Task):
         ]
         timings = {}
         output_ids = pad_rows(
-            decode_id_rows(make_decode(model, decoding), source_rows, self.recipe.evaluation.batch_size, timings),
+            decode_id_rows(make_decode(model, decoding), model, source_rows, self.recipe.evaluation.batch_size, timings),
             decoding.max_length,
         )
         hypotheses = [text.decode() for text in self.target_tokenizer.detokenize(output_ids).numpy()]
@@ -252,7 +252,7 @@ class TranslationTask(Task):
         if filled:
             rows = [source_rows[index] for index in filled]
             decode = make_decode(model, decoding)
-            decoded = pad_rows(decode_id_rows(decode, rows, self.recipe.evaluation.batch_size), decoding.max_length)
+            decoded = pad_rows(decode_id_rows(decode, model, rows, self.recipe.evaluation.batch_size), decoding.max_length)
         output_ids = dict(zip(filled, decoded))
         return [self._attention_map(model, row, output_ids.get(index, [])) for index, row in enumerate(source_rows)]
 

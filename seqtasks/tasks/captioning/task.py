@@ -101,7 +101,6 @@ class CaptioningTask(Task):
     def evaluate(self, model, examples, out_dir):
         """BLEU-1..4 of the recipe's decoding on the images; `captions.tsv` and attention overlays in `out_dir`."""
         import numpy as np
-        import tensorflow as tf
 
         from seqtasks.io_utils import write_text_atomic
         from seqtasks.tasks.captioning.evaluation import corpus_bleu, write_overlays
@@ -117,9 +116,10 @@ class CaptioningTask(Task):
         timings = {}
         rows = decode_in_batches(
             make_decode(model, decoding),
-            tf.TensorSpec((None,) + tuple(inputs.shape[1:]), tf.as_dtype(inputs.dtype)),
+            model,
+            ((None,) + tuple(inputs.shape[1:]), inputs.dtype),
             list(inputs),
-            lambda batch: tf.constant(np.stack(batch)),
+            np.stack,
             self.recipe.evaluation.batch_size,
             "Captioning",
             timings=timings,

@@ -1,0 +1,110 @@
+"""The Keras backend a run trains on, and exports made under TensorFlow whatever the backend.
+
+`seqtasks run` sets `KERAS_BACKEND` from the recipe's `backend` before Keras
+is imported (`select_backend`); the run then checks that Keras took it and
+records its name in the run folder's recipe (`resolve_backend`). A SavedModel
+is a TensorFlow graph, so a run trained under JAX exports from a TensorFlow
+process that rebuilds the model from the backend-neutral `.keras` file or
+checkpoint (`export_in_tensorflow`).
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from seqtasks.errors import SeqtasksError
+
+BACKENDS = ("tensorflow", "jax")
+
+
+def select_backend(recipe):
+    """Sets `KERAS_BACKEND` to the recipe's `backend` (unless `auto`) while Keras is not imported yet."""
+    if recipe.backend != "auto" and "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = recipe.backend
+
+
+def resolve_backend(recipe):
+    """The recipe with `backend` set to the Keras backend of this process; an error where they differ."""
+    import keras
+
+    name = keras.backend.backend()
+    if recipe.backend not in ("auto", name):
+        raise SeqtasksError(
+            f"backend: the recipe asks for {recipe.backend!r}, but Keras already runs on {name!r} in this process "
+            f"(start it with KERAS_BACKEND={recipe.backend}, as `seqtasks run` does)"
+        )
+    if name not in BACKENDS:
+        raise SeqtasksError(
+            f"backend: Keras runs on {name!r}; seqtasks trains on one of {', '.join(BACKENDS)} (set KERAS_BACKEND)"
+        )
+    return dataclasses.replace(recipe, backend=name)
+
+
+def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
+    """`runner._export(...)` done by a TensorFlow process: the new (or unchanged) version's folder, or None.
+
+    The child gets the runner's recipe (overrides included), reloads the
+    run's tokenizers and the weights `checkpoint` names, and logs through
+    this process's output. It sees no GPU: an export needs none, and the
+    training process may hold the GPU's memory.
+    """
+    from seqtasks.recipe import dump_recipe
+
+    with tempfile.TemporaryDirectory(prefix="seqtasks-export-") as folder:
+        request = Path(folder) / "request.json"
+        result = Path(folder) / "result.json"
+        recipe_file = Path(folder) / "recipe.yaml"
+        recipe_file.write_text(dump_recipe(runner.recipe), encoding="utf-8")
+        request.write_text(
+            json.dumps(
+                {
+                    "run_dir": str(Path(runner.run_dir).resolve()),
+                    "recipe_file": str(recipe_file),
+                    "checkpoint": checkpoint,
+                    "metrics": metrics,
+                    "force": force,
+                    "result": str(result),
+                }
+            ),
+            encoding="utf-8",
+        )
+        env = dict(os.environ, KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="-1")
+        env.pop("SEQTASKS_EXPECT_BACKEND", None)
+        process = subprocess.run(
+            [sys.executable, "-m", "seqtasks.backends", str(request)], env=env, capture_output=True, text=True
+        )
+        for line in process.stdout.splitlines():
+            runner.log(line)
+        if not result.exists():
+            tail = "\n".join(process.stderr.strip().splitlines()[-5:])
+            raise SeqtasksError(f"the export under TensorFlow failed (exit {process.returncode}):\n{tail}")
+        answer = json.loads(result.read_text(encoding="utf-8"))
+    if answer.get("error"):
+        raise SeqtasksError(answer["error"])
+    return None if answer["exported"] is None else Path(answer["exported"])
+
+
+def _export_request(path):
+    """The child of `export_in_tensorflow`: exports as the request file says and writes the result file."""
+    from seqtasks.recipe import load_recipe
+    from seqtasks.runner import Runner
+
+    request = json.loads(Path(path).read_text(encoding="utf-8"))
+    answer = {"exported": None, "error": None}
+    try:
+        runner = Runner(load_recipe(request["recipe_file"]), request["run_dir"])
+        runner.task.restore(runner.run_dir)
+        model = runner.load_model(request["checkpoint"])
+        exported = runner._export(model, request["checkpoint"], request["metrics"], request["force"])
+        answer["exported"] = None if exported is None else str(exported)
+    except SeqtasksError as error:
+        answer["error"] = str(error)
+    Path(request["result"]).write_text(json.dumps(answer), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    _export_request(sys.argv[1])
