@@ -75,7 +75,7 @@ def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
         env = dict(os.environ, KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="-1")
         env.pop("SEQTASKS_EXPECT_BACKEND", None)
         process = subprocess.run(
-            [sys.executable, "-m", "seqtasks.backends", str(request)], env=env, capture_output=True, text=True
+            [sys.executable, "-m", "seqtasks.tensorflow_export", str(request)], env=env, capture_output=True, text=True
         )
         for line in process.stdout.splitlines():
             runner.log(line)
@@ -86,25 +86,3 @@ def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
     if answer.get("error"):
         raise SeqtasksError(answer["error"])
     return None if answer["exported"] is None else Path(answer["exported"])
-
-
-def _export_request(path):
-    """The child of `export_in_tensorflow`: exports as the request file says and writes the result file."""
-    from seqtasks.recipe import load_recipe
-    from seqtasks.runner import Runner
-
-    request = json.loads(Path(path).read_text(encoding="utf-8"))
-    answer = {"exported": None, "error": None}
-    try:
-        runner = Runner(load_recipe(request["recipe_file"]), request["run_dir"])
-        runner.task.restore(runner.run_dir)
-        model = runner.load_model(request["checkpoint"])
-        exported = runner._export(model, request["checkpoint"], request["metrics"], request["force"])
-        answer["exported"] = None if exported is None else str(exported)
-    except SeqtasksError as error:
-        answer["error"] = str(error)
-    Path(request["result"]).write_text(json.dumps(answer), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    _export_request(sys.argv[1])

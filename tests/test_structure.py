@@ -16,6 +16,7 @@ FLOORS = [
     ["models", "training", "run_folders", "training_progress", "evaluation_summaries"],
     ["tasks"],
     ["runner", "backends", "predict", "model_card", "api"],
+    ["tensorflow_export"],
     ["cli", "__main__"],
 ]
 FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}
