@@ -71,10 +71,10 @@ def test_every_task_trains_under_jax_and_says_so(jax_runs, task):
     assert "\nbackend: jax\n" in (run_dir / "recipe.yaml").read_text()
     history = metrics["history"]
     assert history["loss"] and all(math.isfinite(v) for key in ("loss", "val_loss") for v in history[key])
-    export = metrics["export"]
-    assert (run_dir.parent.parent.parent / "exports" / task / "1" / "saved_model.pb").is_file(), export
+    assert metrics["export"] == str(_export(run_dir, task))
+    assert (_export(run_dir, task) / "saved_model.pb").is_file()
     # The export's own copy of the recipe says what trained it.
-    assert "\nbackend: jax\n" in (run_dir.parent.parent.parent / "exports" / task / "1" / "assets.extra" / "recipe.yaml").read_text()
+    assert "\nbackend: jax\n" in (_export(run_dir, task) / "assets.extra" / "recipe.yaml").read_text()
 
 
 def _export(run_dir, task):
@@ -167,13 +167,18 @@ import json, sys
 import jax
 from click.testing import CliRunner
 from seqtasks.cli import main
+from seqtasks.distribute import make_strategy
+from seqtasks.recipe.schema import DistributeConfig
 assert len(jax.devices()) == 2, jax.devices()
+replicas = {name: make_strategy(DistributeConfig(strategy=name), "jax").num_replicas_in_sync
+            for name in ("auto", "mirrored", "default", "one_device")}
 flags = []
 for override in ["distribute.strategy=mirrored", "training.epochs=1", "export.enabled=false", "data.train_size=256",
                  "data.validation_size=32", "training.batch_size=32", "model.decoding.beam_width=1"]:
     flags += ["--set", override]
 out = CliRunner().invoke(main, ["run", "toy", "--output-dir", sys.argv[1]] + flags)
-print(json.dumps({"exit": out.exit_code, "output": out.output[-2000:], "error": str(out.exception or "")[-1000:]}))
+print(json.dumps({"exit": out.exit_code, "output": out.output[-2000:], "error": str(out.exception or "")[-1000:],
+                  "replicas": replicas}))
 """
 
 
@@ -185,6 +190,7 @@ def test_jax_trains_data_parallel_over_two_devices(tmp_path, jax_env):
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome["exit"] == 0, outcome
+    assert outcome["replicas"] == {"auto": 2, "mirrored": 2, "default": 1, "one_device": 1}
     (metrics,) = tmp_path.glob("*/*/metrics.json")
     history = json.loads(metrics.read_text())["history"]
     assert all(math.isfinite(v) for v in history["loss"] + history["val_loss"])

@@ -92,17 +92,15 @@ def pad_to_boundaries(batches, boundaries):
     (past the last boundary: the next power of two), so batches come in few shapes."""
     import tensorflow as tf
 
-    def width(length):
-        bounds = tf.constant(sorted(boundaries), tf.int32)
-        above = tf.boolean_mask(bounds, bounds >= length)
-        power = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(length, tf.float32)) / tf.math.log(2.0)), tf.int32)
-        return tf.cond(tf.size(above) > 0, lambda: above[0], lambda: tf.maximum(power, length))
+    last = max(boundaries)
+    widths = tf.constant(sorted(boundaries) + [2**k for k in range(31) if 2**k > last], tf.int32)
 
     def pad(tensor):
         if tensor.shape.rank is None or tensor.shape.rank < 2:
             return tensor
         length = tf.shape(tensor)[1]
-        padding = [[0, 0], [0, width(length) - length]] + [[0, 0]] * (tensor.shape.rank - 2)
+        width = tf.boolean_mask(widths, widths >= length)[0]
+        padding = [[0, 0], [0, width - length]] + [[0, 0]] * (tensor.shape.rank - 2)
         return tf.pad(tensor, padding, constant_values="" if tensor.dtype == tf.string else 0)
 
     return batches.map(lambda *element: tf.nest.map_structure(pad, element if len(element) > 1 else element[0]))
