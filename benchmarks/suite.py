@@ -46,11 +46,12 @@ class Context:
         self.log = log
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
-    def child(self, name, command):
-        """Runs `command` to the end; returns `(output, peak_rss_mb)`, failing loudly with its log."""
+    def child(self, name, command, env=None):
+        """Runs `command` to the end (with `env` added to the environment); returns `(output, peak_rss_mb)`,
+        failing loudly with its log."""
         log_path = self.output_dir / f"{name}.log"
         self.log(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(str(c) for c in command[:6])} ...")
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
         with open(log_path, "w") as log_file:
             process = subprocess.Popen([str(c) for c in command], stdout=log_file, stderr=subprocess.STDOUT, cwd=REPO, env=env)
             _, status, usage = os.wait4(process.pid, 0)
@@ -59,31 +60,38 @@ class Context:
             raise RuntimeError(f"{name} failed; see {log_path}:\n{output[-3000:]}")
         return output, usage.ru_maxrss / 1024
 
-    def python(self, name, code, *args):
-        output, peak = self.child(name, [sys.executable, "-c", code, *args])
+    def python(self, name, code, *args, env=None):
+        output, peak = self.child(name, [sys.executable, "-c", code, *args], env)
         line = [line for line in output.splitlines() if line.startswith("RESULT ")][-1]
         return json.loads(line[len("RESULT "):]), peak
 
-    def seqtasks_run(self, name, recipe, overrides):
+    def seqtasks_run(self, name, recipe, overrides, env=None):
         runs = self.output_dir / "runs" / name
         command = [sys.executable, "-m", "seqtasks", "run", recipe, "--output-dir", runs, "--fresh"]
         for override in overrides:
             command += ["--set", override]
-        _, peak = self.child(name, command)
+        _, peak = self.child(name, command, env)
         run_dir = max(runs.glob("*/*/metrics.json"), key=lambda p: p.stat().st_mtime).parent
         return run_dir, json.loads((run_dir / "metrics.json").read_text()), peak
 
 
 def translation(ctx):
-    """Ours against tutorial designs A and B: the same data, subwords, model size, batch and training time."""
+    """Ours, trained under TensorFlow and under JAX, against tutorial designs A and B: the same data, subwords,
+    model size, batch and training time."""
     minutes = ctx.translation_minutes
     run_dir, ours, ours_peak = ctx.seqtasks_run(
         "translation",
         "translation-anki-spa-eng",
-        [f"training.max_minutes={minutes}", f"export.directory={ctx.output_dir / 'saved_models'}"],
+        [f"training.max_minutes={minutes}", f"export.directory={ctx.output_dir / 'saved_models'}", "backend=tensorflow"],
     )
     greedy, _ = ctx.python("translation-greedy", _GREEDY, run_dir)
     latency, _ = ctx.python("translation-latency", _LATENCY, ours["export"], run_dir / "translations.tsv")
+    jax_dir, jax_ours, jax_peak = ctx.seqtasks_run(
+        "translation-jax",
+        "translation-anki-spa-eng",
+        [f"training.max_minutes={minutes}", "export.enabled=false", "backend=jax"],
+    )
+    jax_greedy, _ = ctx.python("translation-jax-greedy", _GREEDY, jax_dir, env={"KERAS_BACKEND": "jax"})
     seconds = ours["train_seconds"]
     baselines = {}
     for key, module in (("a", "tutorial_attention"), ("b", "tutorial_bahdanau")):
@@ -92,29 +100,41 @@ def translation(ctx):
         baselines[key] = {**json.loads(out.read_text()), "peak_rss_mb": peak}
     a, b = baselines["a"], baselines["b"]
     same_time = f"after {seconds / 60:.1f} min of training each"
-    return [
-        record("translation.train.target_tokens_per_s", ours["train_target_tokens_per_second"], "target tokens/s",
-               a["train_target_tokens_per_second"], b["train_target_tokens_per_second"],
-               "GRU 256, embedding 256, batch 64, Anki spa->eng; wall time of training, tracing included"),
-        record("translation.train.time_to_first_step_s", ours["first_step_seconds"], "s",
-               a["first_step_seconds"], b["first_step_seconds"], "start of training to the end of its first step"),
-        record("translation.train.peak_rss_mb", ours_peak, "MB", a["peak_rss_mb"], b["peak_rss_mb"],
-               "whole process: ours includes vocabulary learning, evaluation and export"),
+    records = [
         record("translation.train.parameters", ours["parameters"], "parameters", a["parameters"], b["parameters"]),
-        record("translation.quality.bleu_greedy", greedy["bleu"], "BLEU", a["bleu_greedy"], b["bleu_greedy"],
-               f"2,000 validation pairs, greedy, {same_time}"),
-        record("translation.quality.bleu_beam5", ours["validation"]["bleu_lowercase"], "BLEU", a["bleu_greedy"], b["bleu_greedy"],
-               f"ours with beam 5 against the baselines' greedy, {same_time}"),
-        record("translation.decode.greedy.sentences_per_s", greedy["speed"], "sentences/s",
-               a["greedy_sentences_per_second"], b["greedy_sentences_per_second"],
-               "batch 64, length-sorted; ours in one traced graph (tracing excluded), baselines' Python loops"),
-        record("translation.decode.beam5.sentences_per_s", ours["decode_sentences_per_second"], "sentences/s",
-               a["greedy_sentences_per_second"], b["greedy_sentences_per_second"],
-               "ours beam 5 against the baselines' greedy, batch 64"),
         record("translation.serve.latency_batch1_ms", latency["median_ms"], "ms",
                note="SavedModel, one sentence a call, beam 5, median of 100 validation sentences"),
         record("translation.serve.first_call_s", latency["first_call_s"], "s", note="loading done; the first call"),
     ]
+    for prefix, metrics, peak, plain, backend in (
+        ("translation", ours, ours_peak, greedy, "TensorFlow"),
+        ("translation.jax", jax_ours, jax_peak, jax_greedy, "JAX"),
+    ):
+        records += [
+            record(f"{prefix}.train.target_tokens_per_s", metrics["train_target_tokens_per_second"], "target tokens/s",
+                   a["train_target_tokens_per_second"], b["train_target_tokens_per_second"],
+                   f"{backend}; GRU 256, embedding 256, batch 64, Anki spa->eng; wall time of training, "
+                   "tracing and compiling included"),
+            record(f"{prefix}.train.time_to_first_step_s", metrics["first_step_seconds"], "s",
+                   a["first_step_seconds"], b["first_step_seconds"], f"{backend}; start of training to the end of its first step"),
+            record(f"{prefix}.train.peak_rss_mb", peak, "MB", a["peak_rss_mb"], b["peak_rss_mb"],
+                   f"{backend}; whole process: ours includes vocabulary learning, evaluation and export"),
+            record(f"{prefix}.quality.bleu_greedy", plain["bleu"], "BLEU", a["bleu_greedy"], b["bleu_greedy"],
+                   f"{backend}; 2,000 validation pairs, greedy, {same_time}"),
+            record(f"{prefix}.quality.bleu_beam5", metrics["validation"]["bleu_lowercase"], "BLEU", a["bleu_greedy"],
+                   b["bleu_greedy"], f"{backend}; ours with beam 5 against the baselines' greedy, {same_time}"),
+            record(f"{prefix}.decode.greedy.sentences_per_s", plain["speed"], "sentences/s",
+                   a["greedy_sentences_per_second"], b["greedy_sentences_per_second"],
+                   f"{backend}; batch 64, length-sorted; ours compiled (compiling excluded), baselines' Python loops"),
+            record(f"{prefix}.decode.beam5.sentences_per_s", metrics["decode_sentences_per_second"], "sentences/s",
+                   a["greedy_sentences_per_second"], b["greedy_sentences_per_second"],
+                   f"{backend}; ours beam 5 against the baselines' greedy, batch 64"),
+        ]
+    compiled = jax_ours.get("xla_compilations", {}).get("train_step")
+    if compiled:
+        records.append(record("translation.jax.train.step_compilations", compiled["compilations"], "compilations",
+                              note=f"JAX; batch shapes of the training step, {compiled['seconds']} s of compiling in all"))
+    return records
 
 
 def _task(ctx, name, recipe, throughput_key, unit, extra=()):

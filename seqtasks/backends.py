@@ -44,6 +44,43 @@ def resolve_backend(recipe):
     return dataclasses.replace(recipe, backend=name)
 
 
+def set_matmul_precision(name):
+    """Makes float32 matrix products of this process `name` ("default" or "highest"; the recipe's
+    `training.matmul_precision`) under the Keras backend in use.
+
+    "default" is each backend's own default: TensorFloat-32 on NVIDIA GPUs that
+    have it, for JAX and TensorFlow alike. The setting holds for the whole
+    process, as both backends keep it.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "highest" if name == "highest" else None)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(name != "highest")
+
+
+def matmul_precision():
+    """The precision of float32 matrix products in force in this process: "highest" or "default"."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return "highest" if jax.config.jax_default_matmul_precision in ("highest", "float32") else "default"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return "default" if tf.config.experimental.tensor_float_32_execution_enabled() else "highest"
+    return "highest"  # PyTorch keeps float32 matmuls unless told otherwise
+
+
 def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
     """`runner._export(...)` done by a TensorFlow process: the new (or unchanged) version's folder, or None.
 

@@ -7,9 +7,12 @@ shape, so callers pad their batches to a few shapes (`bucket_width`); under
 other backends the function runs as it is.
 """
 
+import contextlib
 import time
 
 import numpy as np
+
+_BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 class CompiledFunction:
@@ -108,3 +111,37 @@ def pad_batch(array, spec_shape, batch_size, value):
     declared = tuple(spec_shape[1:]) + (0,) * rows.ndim  # axes past the spec keep their size
     pads = [(0, 0)] + [(0, bucket_width(size) - size if fixed is None else 0) for size, fixed in zip(rows.shape[1:], declared)]
     return np.pad(rows, pads, constant_values=value)
+
+
+@contextlib.contextmanager
+def xla_compilations(names=("train_step", "test_step")):
+    """Counts JAX's XLA compilations of the functions `names` while the block runs.
+
+    Yields a dict filled in as they happen: `{name: {"compilations": n,
+    "seconds": s}}` for each name compiled at least once (a hit in JAX's
+    persistent compilation cache counts, with the time it took to load).
+    Empty under other backends. Each new batch shape of a step compiles it
+    again, which is what padding to bucket boundaries keeps few.
+    """
+    import keras
+
+    found = {}
+    if keras.backend.backend() != "jax":
+        yield found
+        return
+    import jax
+
+    wanted = {f"jit({name})": name for name in names}
+
+    def listener(event, duration, **kwargs):
+        name = wanted.get(kwargs.get("fun_name"))
+        if event == _BACKEND_COMPILE_EVENT and name is not None:
+            entry = found.setdefault(name, {"compilations": 0, "seconds": 0.0})
+            entry["compilations"] += 1
+            entry["seconds"] = round(entry["seconds"] + duration, 2)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield found
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)

@@ -27,8 +27,10 @@ class Runner:
     """
 
     def __init__(self, recipe, run_dir, log=print):
+        from seqtasks.backends import set_matmul_precision
         from seqtasks.tasks import make_task
 
+        set_matmul_precision(recipe.training.matmul_precision)
         self.recipe = recipe
         self.run_dir = Path(run_dir)
         self.log = log
@@ -96,6 +98,8 @@ class Runner:
             self.recipe, self.run_dir, task.build_model, task.compile_model, train_data, validation_data
         )
         metrics = fit_metrics(self.recipe.task, history, train_seconds, model)
+        for name, entry in metrics["xla_compilations"].items():
+            self.log(f"XLA compiled {name} for {entry['compilations']} batch shape(s) ({entry['seconds']} s)")
         metrics.update(task.training_metrics(train, validation, history))
         metrics.update(self._evaluate(model, validation, self.run_dir))
         if self.recipe.export.enabled:

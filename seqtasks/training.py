@@ -69,6 +69,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     import keras
 
     from seqtasks.checkpoints import BEST_FILE, TrainingCheckpoints
+    from seqtasks.compiled import xla_compilations
     from seqtasks.data.batching import training_position
     from seqtasks.training_progress import progress_callback
 
@@ -100,7 +101,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     history = keras.callbacks.History()
 
     def fit_until(epochs):
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), xla_compilations() as compiled:
             # Keras warns whenever data of unknown length ends an epoch, which is how every epoch here ends.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             try:
@@ -115,7 +116,12 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
                 )
             finally:
                 progress.end_line()
+                for name, entry in compiled.items():
+                    total = compilations.setdefault(name, {"compilations": 0, "seconds": 0.0})
+                    total["compilations"] += entry["compilations"]
+                    total["seconds"] = round(total["seconds"] + entry["seconds"], 2)
 
+    compilations = {}
     if state is None or not state["done"]:
         if checkpoints.epoch_metrics is not None:
             _build_metrics(model, validation_data if validation_data is not None else train_data)
@@ -136,6 +142,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     history.batches_seen = checkpoints.steps
     history.train_seconds = train_seconds
     history.first_step_seconds = checkpoints.first_step_seconds
+    history.xla_compilations = compilations
     return history
 
 
@@ -151,6 +158,8 @@ def fit_metrics(task, history, train_seconds, model):
         # From the start of `fit` to the end of its first step: tracing, compiling, the first batch.
         "first_step_seconds": history.first_step_seconds,
         "parameters": int(model.count_params()),
+        # Under JAX: how often XLA compiled the training and validation steps (once per batch shape), and how long.
+        "xla_compilations": getattr(history, "xla_compilations", {}),
     }
 
 
@@ -259,6 +268,12 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
         compile_model(model)
     if backend == "tensorflow" and strategy.num_replicas_in_sync > 1:
         _build_before_fit(model, train_data, strategy)
+    if backend == "jax" and strategy.num_replicas_in_sync > 1:
+        from seqtasks.data.batching import divisible_batches
+
+        train_data = divisible_batches(train_data, strategy.num_replicas_in_sync)
+        if validation_data is not None:
+            validation_data = divisible_batches(validation_data, strategy.num_replicas_in_sync)
     with strategy.scope():
         state = checkpoints.restore(model, Path(run_dir) / "checkpoints")
     if state is not None:

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from attention_reference import bahdanau_scores, decoder_reference, luong_scores
 from layer_test_utils import run_layer_test
+from numerics import tolerance
 
 from seqtasks.layers import AttentionDecoder, StackedRNN
 
@@ -42,8 +43,8 @@ def test_teacher_forcing_equals_step_by_step(config):
     decoder = AttentionDecoder(**config)
     outputs, weights = decoder(TARGET, MEMORY, memory_mask=MEMORY_MASK, return_attention=True)
     step_outputs, step_weights = _step_by_step(decoder, TARGET, MEMORY, MEMORY_MASK)
-    np.testing.assert_allclose(np.array(outputs), step_outputs, atol=1e-5)
-    np.testing.assert_allclose(np.array(weights), step_weights, atol=1e-5)
+    np.testing.assert_allclose(np.array(outputs), step_outputs, **tolerance(atol=1e-5))
+    np.testing.assert_allclose(np.array(weights), step_weights, **tolerance(atol=1e-5))
     assert outputs.shape == (3, 4, config.get("output_size", config["units"]))
 
 
@@ -78,7 +79,7 @@ def test_initial_state_from_an_encoder_is_used():
     without = np.array(decoder(TARGET, memory, memory_mask=MEMORY_MASK))
     assert not np.allclose(with_state, without)
     stepped, _ = _step_by_step(decoder, TARGET, memory, MEMORY_MASK, states)
-    np.testing.assert_allclose(with_state, stepped, atol=1e-5)
+    np.testing.assert_allclose(with_state, stepped, **tolerance(atol=1e-5))
 
 
 def test_outputs_at_padded_target_steps_are_zero_and_mask_propagates():
@@ -200,7 +201,7 @@ def test_gate_scales_the_context_by_a_sigmoid_of_the_query():
         h = np.array(new_state[0])
         context = np.einsum("bt,btd->bd", np.array(weights), MEMORY)
         expected = np.tanh(np.concatenate([h, beta * context], -1) @ w_c)
-        np.testing.assert_allclose(np.array(output), expected, atol=1e-5)
+        np.testing.assert_allclose(np.array(output), expected, **tolerance(atol=1e-5))
 
 
 def _lstm_params(input_dim, units):
@@ -318,7 +319,7 @@ def test_residual_combine_is_the_normalised_sum_of_state_and_projected_context()
     summed = np.array(states) + context @ np.array(decoder.output_dense.kernel)
     mean, variance = summed.mean(-1, keepdims=True), summed.var(-1, keepdims=True)
     expected = (summed - mean) / np.sqrt(variance + decoder.output_norm.epsilon)  # LayerNorm starts at gamma 1, beta 0
-    np.testing.assert_allclose(np.array(outputs), expected, atol=1e-4)
+    np.testing.assert_allclose(np.array(outputs), expected, **tolerance(atol=1e-4))
 
 
 def _reference_parts(decoder):
@@ -372,8 +373,8 @@ def test_teacher_forcing_matches_a_numpy_decoder(config):
     expected, expected_weights = decoder_reference(
         target, memory, cells, score_fn, w_c, input_feeding=input_feeding, memory_mask=MEMORY_MASK
     )
-    np.testing.assert_allclose(np.array(weights), expected_weights, atol=1e-5)
-    np.testing.assert_allclose(np.array(outputs), expected, atol=1e-5)
+    np.testing.assert_allclose(np.array(weights), expected_weights, **tolerance(atol=1e-5))
+    np.testing.assert_allclose(np.array(outputs), expected, **tolerance(atol=1e-5))
     if input_feeding:
         # The check has teeth: feeding zeros instead of h̃_{t-1} changes steps 1 and 2.
         zeros = np.zeros((3, 3, w_c.shape[1]), "float32")
@@ -406,11 +407,11 @@ def test_initial_state_is_the_state_the_first_step_starts_from(cell_type, input_
     expected, _ = decoder_reference(
         target, memory, cells, score_fn, w_c, initial_state, input_feeding=input_feeding, memory_mask=MEMORY_MASK
     )
-    np.testing.assert_allclose(with_state, expected, atol=1e-5)
+    np.testing.assert_allclose(with_state, expected, **tolerance(atol=1e-5))
     expected_zero, _ = decoder_reference(
         target, memory, cells, score_fn, w_c, input_feeding=input_feeding, memory_mask=MEMORY_MASK
     )
-    np.testing.assert_allclose(zero_state, expected_zero, atol=1e-5)
+    np.testing.assert_allclose(zero_state, expected_zero, **tolerance(atol=1e-5))
 
 
 def _one_step(decoder, batch_size, training, memory=MEMORY):

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from attention_reference import bahdanau_scores, softmax
 from layer_test_utils import run_layer_test
+from numerics import tolerance
 
 from seqtasks.layers import BahdanauAttention
 
@@ -37,8 +38,8 @@ def test_matches_numpy_formula(normalize):
         b=b,
     )
     expected = softmax(scores, MASK[:, None, :])
-    np.testing.assert_allclose(np.array(weights), expected, atol=1e-5)
-    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+    np.testing.assert_allclose(np.array(weights), expected, **tolerance(atol=1e-5))
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, **tolerance(atol=1e-5))
 
 
 def test_padding_gets_exactly_zero_weight_and_rows_sum_to_one():
@@ -60,8 +61,8 @@ def test_single_step_query_equals_first_row_of_many_steps():
     context, weights = layer(QUERY, VALUE, value_mask=MASK)
     step_context, step_weights = layer(QUERY[:, 0], VALUE, value_mask=MASK)
     assert step_weights.shape == (2, 5)
-    np.testing.assert_allclose(np.array(step_weights), np.array(weights)[:, 0], atol=1e-6)
-    np.testing.assert_allclose(np.array(step_context), np.array(context)[:, 0], atol=1e-6)
+    np.testing.assert_allclose(np.array(step_weights), np.array(weights)[:, 0], **tolerance(atol=1e-6))
+    np.testing.assert_allclose(np.array(step_context), np.array(context)[:, 0], **tolerance(atol=1e-6))
 
 
 def test_mask_comes_from_keras_mask_of_value():
@@ -151,8 +152,8 @@ def test_without_a_mask_each_query_attends_over_its_own_row():
     context, weights = layer(QUERY, VALUE)
     kernels = [np.array(w) for w in (layer.query_dense.kernel, layer.key_dense.kernel, layer.attention_v)]
     expected = softmax(bahdanau_scores(QUERY, VALUE, *kernels))
-    np.testing.assert_allclose(np.array(weights), expected, atol=1e-6)
-    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+    np.testing.assert_allclose(np.array(weights), expected, **tolerance(atol=1e-6))
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, **tolerance(atol=1e-5))
 
 
 def test_a_single_query_of_a_batch_of_one_keeps_the_batch_axis():
@@ -194,8 +195,8 @@ def test_normalized_score_starts_with_g_sqrt_one_over_units_and_zero_bias(units)
         b=np.zeros(units),
     )
     expected = softmax(scores, MASK[:, None, :])
-    np.testing.assert_allclose(np.array(weights), expected, atol=1e-5)
-    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+    np.testing.assert_allclose(np.array(weights), expected, **tolerance(atol=1e-5))
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, **tolerance(atol=1e-5))
 
 
 def test_unnormalized_score_has_no_g_or_b():

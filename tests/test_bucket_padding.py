@@ -1,7 +1,7 @@
 import numpy as np
 import tensorflow as tf
 
-from seqtasks.data.batching import pad_to_boundaries
+from seqtasks.data.batching import divisible_batches, pad_to_boundaries
 
 
 def test_batches_are_padded_to_the_first_boundary_that_holds_them():
@@ -26,3 +26,14 @@ def test_strings_and_nested_features_are_padded_too():
     assert features["words"].numpy().tolist() == [[b"a", b"b", b"c", b"", b"", b""]]
     assert features["characters"].shape == (1, 6, 4) and int(tf.reduce_sum(features["characters"])) == 12
     assert tags.shape == (1, 6)
+
+
+def test_batches_are_cut_to_a_multiple_of_the_devices_and_empty_ones_dropped():
+    sizes = [8, 7, 3, 1]
+    batches = tf.data.Dataset.from_generator(
+        lambda: (({"ids": np.arange(n * 2).reshape(n, 2)}, np.arange(n)) for n in sizes),
+        output_signature=({"ids": tf.TensorSpec([None, 2], tf.int64)}, tf.TensorSpec([None], tf.int64)),
+    )
+    cut = list(divisible_batches(batches, 4).as_numpy_iterator())
+    assert [labels.tolist() for _, labels in cut] == [list(range(8)), [0, 1, 2, 3]]
+    assert cut[1][0]["ids"].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]

@@ -58,3 +58,29 @@ def test_a_compiled_function_reads_the_variables_when_called_not_when_compiled()
     bias.assign(np.array([1.5, -2.0], np.float32))
     np.testing.assert_allclose(compiled(x), np.broadcast_to([1.5, -2.0], (1, 2, 2)))
     assert not np.allclose(before, compiled(x))
+
+
+def test_xla_compilations_count_each_new_shape_of_the_named_functions_under_jax():
+    from seqtasks.compiled import xla_compilations
+
+    if keras.backend.backend() != "jax":
+        with xla_compilations() as found:
+            keras.ops.add(np.ones(2), 1.0)
+        assert found == {}
+        return
+    import jax
+
+    def train_step(x):
+        return (x * 2.0).sum()
+
+    def other(x):
+        return x + 1.0
+
+    step, unrelated = jax.jit(train_step), jax.jit(other)
+    with xla_compilations() as found:
+        for length in (3, 3, 5, 3):
+            step(np.ones(length, np.float32))
+            unrelated(np.ones(length, np.float32))
+    step(np.ones(7, np.float32))  # after the block: not counted
+    assert found["train_step"]["compilations"] == 2 and set(found) == {"train_step"}
+    assert found["train_step"]["seconds"] >= 0

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from numerics import tolerance
 
 from seqtasks.models import ImageCaptioner
 from seqtasks.models.image_captioner import attention_coverage_penalty
@@ -19,7 +20,7 @@ def test_padding_of_a_caption_changes_nothing_at_its_real_steps():
     grid = np.random.default_rng(0).random((2, 9, 5)).astype("float32")
     together = keras.ops.convert_to_numpy(model((grid, _captions())))
     alone = keras.ops.convert_to_numpy(model((grid[1:], _captions()[1:, :2])))
-    np.testing.assert_allclose(together[1, :2], alone[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(together[1, :2], alone[0], **tolerance(rtol=1e-5, atol=1e-6))
 
 
 def test_attention_over_the_grid_sums_to_one_at_every_step():
@@ -38,7 +39,7 @@ def test_stepwise_decoding_matches_the_teacher_forced_pass():
     cache, state = model.encode(grid)
     for step in range(3):
         logits, state, _ = model.decode_step(captions[:, step], state, cache)
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), forced[:, step], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), forced[:, step], **tolerance(rtol=1e-4, atol=1e-5))
 
 
 def test_coverage_penalty_counts_only_real_steps():
@@ -76,7 +77,7 @@ def test_small_cnn_turns_images_into_a_grid_and_trains_and_saves(tmp_path):
     expected = keras.ops.convert_to_numpy(model((images, captions)))
     model.save(tmp_path / "captioner.keras")
     restored = keras.models.load_model(tmp_path / "captioner.keras", safe_mode=True)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored((images, captions))), expected, rtol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored((images, captions))), expected, **tolerance(rtol=1e-5))
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from attention_reference import luong_scores, softmax
 from layer_test_utils import run_layer_test
+from numerics import tolerance
 
 from seqtasks.layers import LuongAttention
 
@@ -18,8 +19,8 @@ MASK = np.array([[True, True, False, False, False], [True] * 5])
 def _check(layer, key, expected_scores):
     expected = softmax(expected_scores, MASK[:, None, :])
     context, weights = layer(QUERY, VALUE, key=key, value_mask=MASK)
-    np.testing.assert_allclose(np.array(weights), expected, atol=1e-5)
-    np.testing.assert_allclose(np.array(context), expected @ VALUE, atol=1e-5)
+    np.testing.assert_allclose(np.array(weights), expected, **tolerance(atol=1e-5))
+    np.testing.assert_allclose(np.array(context), expected @ VALUE, **tolerance(atol=1e-5))
 
 
 def test_dot_matches_numpy_formula():

@@ -53,3 +53,18 @@ def test_the_default_recipe_is_the_20_minute_one_for_3_minutes_on_every_shipped_
     attribution = (REPO / "recipes" / "data" / "README.md").read_text().split("## `spa-eng.txt.gz`")[1].split("\n## ")[0]
     assert "116,658" in attribution and "CC-BY 2.0 FR" in attribution
     assert "www.manythings.org/anki and tatoeba.org" in attribution
+
+
+def test_the_documents_messages_point_to_exist():
+    named = set()
+    for source in (REPO / "seqtasks").rglob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        named |= {("file", path) for path in re.findall(r"\b(docs/[\w./-]+\.md)", text)}
+        named |= {("section", title) for title in re.findall(r"README: ([A-Z][\w ]*\w)", text)}
+    assert ("section", "Backends") in named
+    headings = re.findall(r"^#+ (.+)$", (REPO / "README.md").read_text(encoding="utf-8"), re.M)
+    for kind, name in sorted(named):
+        if kind == "file":
+            assert (REPO / name).is_file(), name
+        else:
+            assert any(heading.startswith(name) for heading in headings), name

@@ -851,7 +851,7 @@ def test_a_name_from_the_file_name_is_checked_too(tmp_path):
             ["training.zzz=3"],
             "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
             "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, label_smoothing, "
-            "checkpoint_every_steps, keep_checkpoints, precision",
+            "checkpoint_every_steps, keep_checkpoints, precision, matmul_precision",
         ),
         (
             ["data.x.y=3"],
@@ -1136,7 +1136,7 @@ def test_every_set_key_is_checked_not_only_the_first(tmp_path):
     expected = (
         "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
         "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, label_smoothing, "
-        "checkpoint_every_steps, keep_checkpoints, precision"
+        "checkpoint_every_steps, keep_checkpoints, precision, matmul_precision"
     )
     assert error_of(path, ["training.epochs=3", "training.zzz=1"]) == expected
     # data of an unknown task is left for the task error, but the keys after it are still checked
@@ -1308,3 +1308,26 @@ def test_a_recipe_file_grown_past_the_limit_after_its_size_check_is_refused(tmp_
     monkeypatch.setattr(loader, "MAX_RECIPE_BYTES", 12)
     monkeypatch.setattr(loader, "open_regular_file", open_then_grow)
     assert error_of(path) == f"{path}: more than the 12 bytes a recipe file may have"
+
+
+@pytest.mark.parametrize(
+    "task, outputs",
+    [
+        ("toy", ("outputs", "scores")),
+        ("translation", ("translations", "scores")),
+        ("captioning", ("captions", "scores")),
+        ("sentiment", ()),
+        ("ner", ()),
+    ],
+)
+def test_the_outputs_an_n_best_export_adds_by_task(task, outputs):
+    from seqtasks.recipe.task_table import TASKS
+
+    assert TASKS[task].n_best_outputs() == outputs
+
+
+def test_a_missing_recipe_file_is_a_recipe_error(tmp_path):
+    from seqtasks.errors import RecipeError
+
+    with pytest.raises(RecipeError, match="missing.yaml: no such recipe file"):
+        load_recipe(tmp_path / "missing.yaml")

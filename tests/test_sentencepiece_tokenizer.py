@@ -207,3 +207,15 @@ def test_saved_models_keep_each_tokenizer_s_own_model(english, tmp_path):
     for name in ("a", "b"):
         served = tf.saved_model.load(str(tmp_path / name)).signatures["serving_default"](text)
         assert {key: value.numpy().tolist() for key, value in served.items()} == expected[name]
+
+
+@pytest.mark.parametrize("message", ["Vocabulary size 5 vs 6 is too small", "required_chars: too many"])
+def test_a_trainer_error_other_than_too_few_pieces_is_raised_as_it_is(monkeypatch, message):
+    import sentencepiece
+
+    def fail(**_):
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(sentencepiece.SentencePieceTrainer, "train", fail)
+    with pytest.raises(RuntimeError, match=message):
+        learn_sentencepiece(["a b c"], 400)

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from attention_reference import lstm_step
 from layer_test_utils import run_layer_test
+from numerics import tolerance
 
 from seqtasks.layers import StackedRNN
 
@@ -30,11 +31,11 @@ def test_padded_batch_equals_sequences_one_by_one(config):
     for row, length in enumerate(LENGTHS):
         alone_outputs, alone_states = layer(INPUTS[row : row + 1, :length])
         np.testing.assert_allclose(
-            np.array(outputs)[row, :length], np.array(alone_outputs)[0], atol=1e-5
+            np.array(outputs)[row, :length], np.array(alone_outputs)[0], **tolerance(atol=1e-5)
         )
         for layer_states, alone_layer_states in zip(states, alone_states):
             for state, alone_state in zip(layer_states, alone_layer_states):
-                np.testing.assert_allclose(np.array(state)[row], np.array(alone_state)[0], atol=1e-5)
+                np.testing.assert_allclose(np.array(state)[row], np.array(alone_state)[0], **tolerance(atol=1e-5))
         assert np.all(np.array(outputs)[row, length:] == 0.0)
 
 
@@ -61,7 +62,7 @@ def test_residual_adds_each_upper_layers_input():
     # The first layer (5 -> 5 features here) is residual too, since sizes match.
     first = first + INPUTS
     second, *_ = layer.rnn_layers[1](first)
-    np.testing.assert_allclose(np.array(outputs), np.array(second + first), atol=1e-5)
+    np.testing.assert_allclose(np.array(outputs), np.array(second + first), **tolerance(atol=1e-5))
 
 
 def test_dropout_between_layers_only_when_training():
@@ -249,9 +250,9 @@ def test_bidirectional_lstm_states_match_a_numpy_reference():
             forward, forward_h, forward_c = _numpy_lstm(x, forward_rnn.cell)
             backward, backward_h, backward_c = _numpy_lstm(x[::-1], backward_rnn.cell)
             for state, expected in zip(states[index], [forward_h, forward_c, backward_h, backward_c]):
-                np.testing.assert_allclose(np.array(state)[row], expected, atol=1e-5)
+                np.testing.assert_allclose(np.array(state)[row], expected, **tolerance(atol=1e-5))
             x = np.concatenate([forward, backward[::-1]], -1)
-        np.testing.assert_allclose(np.array(outputs)[row, :length], x, atol=1e-5)
+        np.testing.assert_allclose(np.array(outputs)[row, :length], x, **tolerance(atol=1e-5))
 
 
 def test_building_serializes_no_layer(monkeypatch):
@@ -299,4 +300,4 @@ def test_merge_modes_match_a_numpy_reference(merge_mode, merge):
     for row in range(len(INPUTS)):
         forward, _, _ = _numpy_lstm(INPUTS[row], layer.rnn_layers[0].cell)
         backward, _, _ = _numpy_lstm(INPUTS[row][::-1], layer.backward_layers[0].cell)
-        np.testing.assert_allclose(outputs[row], merge(forward, backward[::-1]), atol=1e-5)
+        np.testing.assert_allclose(outputs[row], merge(forward, backward[::-1]), **tolerance(atol=1e-5))

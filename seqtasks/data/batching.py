@@ -104,3 +104,22 @@ def pad_to_boundaries(batches, boundaries):
         return tf.pad(tensor, padding, constant_values="" if tensor.dtype == tf.string else 0)
 
     return batches.map(lambda *element: tf.nest.map_structure(pad, element if len(element) > 1 else element[0]))
+
+
+def divisible_batches(batches, multiple):
+    """Each batch cut to a multiple of `multiple` rows, and those left empty dropped: Keras' JAX
+    `DataParallel` shards a batch's rows evenly over its devices, so a last, partial batch must divide.
+
+    At most `multiple - 1` examples of a partial batch sit out an epoch; which
+    ones changes with the shuffle order.
+    """
+    import tensorflow as tf
+
+    def rows(*element):
+        return tf.shape(tf.nest.flatten(element)[0])[0]
+
+    def cut(*element):
+        keep = rows(*element) // multiple * multiple
+        return tf.nest.map_structure(lambda tensor: tensor[:keep], element if len(element) > 1 else element[0])
+
+    return batches.map(cut).filter(lambda *element: rows(*element) > 0)

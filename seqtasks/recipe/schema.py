@@ -187,6 +187,12 @@ class TrainingConfig:
         "Keras dtype policy of the model: mixed policies compute in 16 bits and keep variables, "
         "softmax, attention weights, logits and the loss in float32 (mixed_float16 scales the loss).",
     )
+    matmul_precision: Literal["default", "highest"] = spec(
+        "default",
+        "Float32 matrix products on accelerators, for training and evaluation alike: default lets NVIDIA GPUs "
+        "(Ampere and later) use TensorFloat-32 (about 3 significant digits per product, several times faster); "
+        "highest keeps every product in float32. CPUs compute in float32 either way; exports serve in float32.",
+    )
 
 
 @dataclass
