@@ -32,7 +32,6 @@ def main(run_dir, seconds=60.0):
 
     recipe, train, _, source_tokenizer, target_tokenizer = load_run_data(run_dir)
     for name, variant in VARIANTS.items():
-        keras.utils.set_random_seed(recipe.seed)
         training = dataclasses.replace(recipe.training, label_smoothing=variant.get("label_smoothing", recipe.training.label_smoothing))
         decoder = dataclasses.replace(recipe.model.decoder, dropout=variant.get("dropout", recipe.model.decoder.dropout))
         model_config = dataclasses.replace(recipe.model, decoder=decoder)

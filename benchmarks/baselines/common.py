@@ -10,8 +10,14 @@ from seqtasks.tasks.seq2seq_common import pad_rows
 
 def load_run_data(run_dir):
     """`(recipe, train_pairs, validation_pairs, source_tokenizer, target_tokenizer)` of a translation run folder."""
+    import keras
+
+    from seqtasks.recipe import load_recipe
     from seqtasks.runner import Runner
 
+    # Seeded before the tokenizers exist: re-seeding TensorFlow clears its kernels, and with them the
+    # SentencePiece models' resources that the tokenizers look up.
+    keras.utils.set_random_seed(load_recipe(f"{run_dir}/recipe.yaml").seed)
     task = Runner.open(run_dir).task
     train, validation = task.read_splits()
     return task.recipe, train, validation, task.source_tokenizer, task.target_tokenizer

@@ -104,7 +104,6 @@ def greedy(model, source, max_length):
 def main(run_dir, seconds, out):
     recipe, train, validation, source_tokenizer, target_tokenizer = common.load_run_data(run_dir)
     config = recipe.data
-    keras.utils.set_random_seed(recipe.seed)
     rows = common.tokenized_rows(train, source_tokenizer, target_tokenizer, config.max_length)
     units, batch_size = recipe.model.decoder.units, recipe.training.batch_size
     model = Translator(source_tokenizer.vocab_size, target_tokenizer.vocab_size, units)

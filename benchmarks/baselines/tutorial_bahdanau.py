@@ -63,7 +63,6 @@ class Decoder(keras.Model):
 def main(run_dir, seconds, out):
     recipe, train, validation, source_tokenizer, target_tokenizer = common.load_run_data(run_dir)
     config = recipe.data
-    keras.utils.set_random_seed(recipe.seed)
     rows = common.tokenized_rows(train, source_tokenizer, target_tokenizer, config.max_length)
     embedding_dim, units = recipe.model.embedding_dim, recipe.model.decoder.units
     batch_size = recipe.training.batch_size
