@@ -232,3 +232,15 @@ def pytest_sessionfinish(session, exitstatus):
     if process is not None and process.poll() is None:
         process.stdin.close()
         process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def jax_env(tmp_path_factory):
+    """The environment of a fresh JAX process; those of a test module share XLA's compilation cache."""
+    cache = tmp_path_factory.mktemp("xla-cache")
+    return {
+        "KERAS_BACKEND": "jax",
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COMPILATION_CACHE_DIR": str(cache),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    }
