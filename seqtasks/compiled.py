@@ -114,18 +114,19 @@ def pad_batch(array, spec_shape, batch_size, value):
 
 
 @contextlib.contextmanager
-def xla_compilations(names=("train_step", "test_step")):
+def xla_compilations(found=None, names=("train_step", "test_step")):
     """Counts JAX's XLA compilations of the functions `names` while the block runs.
 
-    Yields a dict filled in as they happen: `{name: {"compilations": n,
-    "seconds": s}}` for each name compiled at least once (a hit in JAX's
-    persistent compilation cache counts, with the time it took to load).
-    Empty under other backends. Each new batch shape of a step compiles it
-    again, which is what padding to bucket boundaries keeps few.
+    Yields `found` (a new dict if None) with the counts added as they happen:
+    `{name: {"compilations": n, "seconds": s}}` for each name compiled at
+    least once (a hit in JAX's persistent compilation cache counts, with the
+    time it took to load). Unchanged under other backends. Each new batch
+    shape of a step compiles it again, which is what padding to bucket
+    boundaries keeps few.
     """
     import keras
 
-    found = {}
+    found = {} if found is None else found
     if keras.backend.backend() != "jax":
         yield found
         return

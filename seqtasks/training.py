@@ -99,9 +99,10 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     if config.max_minutes is not None:
         callbacks.append(_time_limit(config.max_minutes, checkpoints))
     history = keras.callbacks.History()
+    compilations = {}
 
     def fit_until(epochs):
-        with warnings.catch_warnings(), xla_compilations() as compiled:
+        with warnings.catch_warnings(), xla_compilations(compilations):
             # Keras warns whenever data of unknown length ends an epoch, which is how every epoch here ends.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             try:
@@ -116,12 +117,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
                 )
             finally:
                 progress.end_line()
-                for name, entry in compiled.items():
-                    total = compilations.setdefault(name, {"compilations": 0, "seconds": 0.0})
-                    total["compilations"] += entry["compilations"]
-                    total["seconds"] = round(total["seconds"] + entry["seconds"], 2)
 
-    compilations = {}
     if state is None or not state["done"]:
         if checkpoints.epoch_metrics is not None:
             _build_metrics(model, validation_data if validation_data is not None else train_data)
@@ -159,7 +155,7 @@ def fit_metrics(task, history, train_seconds, model):
         "first_step_seconds": history.first_step_seconds,
         "parameters": int(model.count_params()),
         # Under JAX: how often XLA compiled the training and validation steps (once per batch shape), and how long.
-        "xla_compilations": getattr(history, "xla_compilations", {}),
+        "xla_compilations": history.xla_compilations,
     }
 
 

@@ -84,3 +84,7 @@ def test_xla_compilations_count_each_new_shape_of_the_named_functions_under_jax(
     step(np.ones(7, np.float32))  # after the block: not counted
     assert found["train_step"]["compilations"] == 2 and set(found) == {"train_step"}
     assert found["train_step"]["seconds"] >= 0
+    # A later block adds to the counts it is given, as `fit` does over its calls of `model.fit`.
+    with xla_compilations(found) as again:
+        step(np.ones(9, np.float32))
+    assert again is found and found["train_step"]["compilations"] == 3

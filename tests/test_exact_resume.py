@@ -69,11 +69,8 @@ def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task,
     assert resumed["epochs_run"] == 2
 
 
-_MIRRORED = """
+_STOP_AND_RESUME = """
 import json
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from pathlib import Path
 from seqtasks.checkpoints import TrainingCheckpoints
 from seqtasks.recipe import load_recipe
@@ -108,6 +105,19 @@ print(json.dumps({"uninterrupted": uninterrupted["history"], "resumed": resumed[
 """
 
 
+def stop_and_resume_script(root, overrides, setup=""):
+    """A script for a fresh process: `setup`, then the recipe `root/recipe.yaml` with `overrides` trained
+    whole, then stopped at a step checkpoint inside epoch 2 and resumed; it prints both histories as JSON."""
+    return setup + _STOP_AND_RESUME.replace("ROOT", repr(str(root))).replace("OVERRIDES", repr(list(overrides)))
+
+
+_TWO_LOGICAL_CPUS = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+"""
+
+
 def test_a_mirrored_run_over_two_replicas_resumes_mid_epoch_as_the_uninterrupted_run(fresh_python, tmp_path):
     import json
 
@@ -115,7 +125,7 @@ def test_a_mirrored_run_over_two_replicas_resumes_mid_epoch_as_the_uninterrupted
         "distribute.strategy=mirrored",
         "distribute.devices=[/cpu:0, /cpu:1]",
     ]
-    script = _MIRRORED.replace("ROOT", repr(str(tmp_path))).replace("OVERRIDES", repr(overrides))
+    script = stop_and_resume_script(tmp_path, overrides, setup=_TWO_LOGICAL_CPUS)
     result = fresh_python(script, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])

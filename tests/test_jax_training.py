@@ -99,56 +99,13 @@ def test_a_ner_export_tags_as_the_jax_model_did(jax_runs):
         assert tags[: len(rows)] == [predicted for _, _, predicted in rows]
 
 
-_RESUME = """
-import json, sys
-from seqtasks.checkpoints import TrainingCheckpoints
-from seqtasks.recipe import load_recipe
-from seqtasks.runner import Runner
-
-root, pairs = sys.argv[1], sys.argv[2]
-overrides = ["data.path=" + pairs, "data.validation_size=20", "data.max_length=12", "data.source_vocab_size=400", "data.target_vocab_size=400",
-             "model.encoder.units=16", "model.decoder.units=16", "model.embedding_dim=16", "model.decoding.beam_width=1",
-             "training.batch_size=32", "training.epochs=2", "training.checkpoint_every_steps=3",
-             "training.early_stopping_patience=null", "export.enabled=false", "training.max_minutes=null"]
-recipe = load_recipe("recipes/translation.yaml", overrides)
-quiet = lambda line: None
-whole = Runner.start(recipe, root + "/whole", log=quiet).train()
-
-
-class Stopped(Exception):
-    pass
-
-
-save = TrainingCheckpoints.save
-
-
-def save_then_stop(self, done=False):
-    save(self, done)
-    if self.epoch == 1 and self.batches_done >= 2:
-        raise Stopped
-
-
-TrainingCheckpoints.save = save_then_stop
-try:
-    Runner.start(recipe, root + "/stopped", log=quiet).train()
-except Stopped:
-    pass
-TrainingCheckpoints.save = save
-resumed = Runner.start(recipe, root + "/stopped", log=quiet).train()
-print(json.dumps({"whole": whole["history"], "resumed": resumed["history"]}))
-"""
-
-
 def test_a_jax_run_stopped_mid_epoch_resumes_as_the_uninterrupted_run(tmp_path, jax_env):
-    from conftest import run_python, write_sample_pairs
+    from conftest import run_python
+    from test_exact_resume import COMMON, _translation, stop_and_resume_script
 
-    write_sample_pairs(tmp_path / "pairs.tsv", 400)
-    result = run_python(
-        _RESUME.replace("sys.argv[1], sys.argv[2]", f"{str(tmp_path)!r}, {str(tmp_path / 'pairs.tsv')!r}"),
-        env=jax_env,
-        timeout=600,
-    )
+    script = stop_and_resume_script(tmp_path, COMMON + _translation(tmp_path))
+    result = run_python(script, env=jax_env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     histories = json.loads(result.stdout.strip().splitlines()[-1])
-    assert len(histories["whole"]["loss"]) == 2
-    assert histories["resumed"] == histories["whole"]
+    assert len(histories["uninterrupted"]["loss"]) == 2 and histories["epochs"] == 2
+    assert histories["resumed"] == histories["uninterrupted"]
