@@ -92,3 +92,55 @@ def decoder_reference(inputs, memory, cells, score_fn, w_c, initial_state=None, 
         outputs.append(fed)
         all_weights.append(weights)
     return np.stack(outputs, 1), np.stack(all_weights, 1)
+
+
+def published_decoder_reference(inputs, memory, cells, score_fn, output_fn, initial_state, memory_mask=None, gate=None):
+    """Bahdanau et al.'s and Xu et al.'s decoder ("attend before"), step by step, in NumPy.
+
+    At step `t`: `c_t = Σ_j softmax(score(s_{t-1}, h_j)) h_j`, times
+    `β_t = σ(s_{t-1} w + b)` when `gate=(w, b)`; the first cell reads
+    `[x_t; c_t]`; the output is `output_fn(s_t, x_t, c_t)`. `s_{t-1}` is the
+    previous top state (`h` of an LSTM). Returns `(outputs, weights)`.
+    """
+    state = [list(layer_state) for layer_state in initial_state]
+    outputs, all_weights = [], []
+    for t in range(inputs.shape[1]):
+        query = state[-1][0]
+        mask = None if memory_mask is None else memory_mask[:, None, :]
+        weights = softmax(score_fn(query[:, None, :], memory), mask)[:, 0]
+        context = np.einsum("bs,bsd->bd", weights, memory)
+        if gate is not None:
+            context = sigmoid(query @ gate[0] + gate[1]) * context
+        x = np.concatenate([inputs[:, t], context], -1)
+        for index, (cell_type, kernel, recurrent_kernel, bias) in enumerate(cells):
+            if cell_type == "lstm":
+                state[index] = list(lstm_step(x, *state[index], kernel, recurrent_kernel, bias))
+            else:
+                state[index] = [gru_step(x, state[index][0], kernel, recurrent_kernel, bias)]
+            x = state[index][0]
+        outputs.append(output_fn(x, inputs[:, t], context))
+        all_weights.append(weights)
+    return np.stack(outputs, 1), np.stack(all_weights, 1)
+
+
+def maxout_deep_output(u_o, v_o, c_o, bias):
+    """Bahdanau et al. A.2.2: `t̃ = U_o s + V_o E y + C_o c + b`, then the max of each pair of units.
+
+    The pairs are units `j` and `j + l` (the layer's split of its `2l` units).
+    """
+
+    def output_fn(state, embedded, context):
+        hidden = state @ u_o + embedded @ v_o + context @ c_o + bias
+        size = hidden.shape[-1] // 2
+        return np.max(np.stack([hidden[:, :size], hidden[:, size:]]), axis=0)
+
+    return output_fn
+
+
+def linear_deep_output(l_h, l_z):
+    """Xu et al. eq. 7 before `L_o`: `E y_{t-1} + L_h h_t + L_z ẑ_t`."""
+
+    def output_fn(state, embedded, context):
+        return embedded + state @ l_h + context @ l_z
+
+    return output_fn

@@ -41,13 +41,19 @@ def _bmp(pixels):
 # A 1 x 1 GIF, which TensorFlow decodes; the export refuses GIF (its frames' sizes need decoding).
 GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
 SLICE = ["data.max_train_images=48", "data.max_validation_images=8", "training.epochs=2", "training.max_minutes=1"]
+# Show, Attend and Tell's decoder as published (the Flickr8k recipe's), exported and served here.
+PUBLISHED_DECODER = ["model.decoder.placement=before", "model.decoder.input_feeding=false", "model.decoder.deep_output=linear"]
 
 
 @pytest.fixture(scope="module")
 def caption_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("captioning")
     run_dir, output = run_recipe(
-        REPO / "recipes" / "captioning.yaml", root / "runs", f"export.directory={root / 'saved_models'}", *SLICE
+        REPO / "recipes" / "captioning.yaml",
+        root / "runs",
+        f"export.directory={root / 'saved_models'}",
+        *SLICE,
+        *PUBLISHED_DECODER,
     )
     return root, run_dir, output
 

@@ -31,8 +31,12 @@ def test_attention_over_the_grid_sums_to_one_at_every_step():
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
 
 
-def test_stepwise_decoding_matches_the_teacher_forced_pass():
-    model = ImageCaptioner(20, embedding_dim=4, decoder=dict(DECODER, input_feeding=True))
+SHOW_ATTEND_TELL = dict(DECODER, placement="before", deep_output="linear")
+
+
+@pytest.mark.parametrize("decoder", [dict(DECODER, input_feeding=True), SHOW_ATTEND_TELL])
+def test_stepwise_decoding_matches_the_teacher_forced_pass(decoder):
+    model = ImageCaptioner(20, embedding_dim=4, decoder=decoder)
     grid = np.random.default_rng(2).random((2, 9, 5)).astype("float32")
     captions = np.array([[2, 5, 6], [2, 7, 8]], "int32")
     forced = keras.ops.convert_to_numpy(model((grid, captions)))
@@ -91,3 +95,15 @@ def test_small_cnn_turns_images_into_a_grid_and_trains_and_saves(tmp_path):
 def test_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ImageCaptioner(10, **kwargs)
+
+
+def test_the_published_decoder_reads_the_mean_annotation_and_emits_through_l_o():
+    # Xu et al.: h_0 and c_0 from the mean annotation; logits L_o(E y + L_h h_t + L_z z_t), the
+    # deep output of the embedding's size.
+    model = ImageCaptioner(20, embedding_dim=4, decoder=SHOW_ATTEND_TELL)
+    grid = np.random.default_rng(3).random((2, 9, 5)).astype("float32")
+    model((grid, _captions()))
+    assert model.decoder_layer.attentional_size == 4 and tuple(model.output_dense.kernel.shape) == (4, 20)
+    _, state = model.encode(grid)
+    expected = np.tanh(grid.mean(1) @ np.array(model.init_state_dense.kernel) + np.array(model.init_state_dense.bias))
+    np.testing.assert_allclose(np.concatenate([np.array(s) for s in state], -1), expected, **tolerance(atol=1e-5))

@@ -15,13 +15,15 @@ from seqtasks.layers.luong_attention import SCORES, LuongAttention
 DECODER_CELL_TYPES = ("lstm", "gru")
 ATTENTION_TYPES = ("bahdanau", "luong")
 COMBINE_MODES = ("tanh", "residual")
+PLACEMENTS = ("after", "before")
+DEEP_OUTPUTS = (None, "maxout", "linear")
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class AttentionDecoder(keras.layers.Layer):
-    """A stacked recurrent decoder with attention and Luong-style input feeding.
+    """A stacked recurrent decoder with attention, in Luong's or Bahdanau's placement.
 
-    At every target step `t` the decoder
+    With `placement="after"` (Luong et al.), at every target step `t` the decoder
 
     1. reads `x_t`, the target embedding, concatenated with the previous
        attentional vector `h̃_{t-1}` when `input_feeding=True`;
@@ -37,9 +39,31 @@ class AttentionDecoder(keras.layers.Layer):
        attention block of TensorFlow's current NMT tutorial), dropout applied
        when training; the caller projects it onto the vocabulary.
 
+    With `placement="before"` (Bahdanau et al.; Xu et al.), the decoder
+    attends first, with the *previous* top state `s_{t-1}` as the query, and
+    feeds the context into the recurrent cells:
+
+    1. `c_t = attend(s_{t-1}, memory)`, gated by `β_t = σ(w·s_{t-1} + b)`
+       with `gate=True` (the gate of Show, Attend and Tell, from `h_{t-1}`);
+    2. the first layer reads `[x_t; c_t]`; the stack gives `s_t`;
+    3. the output is made from `s_t` and `c_t` as above, or by a deep output.
+
+    `deep_output` replaces step 4 by the papers' output layers, which also
+    read the previous word `x_t` (= `E y_{t-1}`):
+
+    - `"maxout"` (Bahdanau et al., appendix A.2.2):
+      `t̃ = U_o s_t + V_o x_t + C_o c_t + b`, of size `2 * output_size`, and
+      `t = max(t̃_j, t̃_{j + output_size})`, a maxout over pairs of units.
+      (The paper's main text, eq. 4, reads `s_t`, as here; its appendix
+      writes `s_{t-1}`.)
+    - `"linear"` (Xu et al., eq. 7): `t = x_t + L_h s_t + L_z c_t`, so
+      `output_size` is the embedding size (it defaults to it). The caller's
+      vocabulary projection is the paper's `L_o`.
+
     `call` runs a whole target sequence at once (teacher forcing). With input
-    feeding the steps depend on each other and run in a `keras.ops.scan`;
-    without it the recurrent layers run over the whole sequence in their fused
+    feeding or `placement="before"` the steps depend on each other through
+    the attention and run in a `keras.ops.scan`; otherwise (Luong's placement
+    without input feeding) the recurrent layers run over the whole sequence in their fused
     (cuDNN-eligible) kernels and attention is computed for all steps at once.
     For decoding, `get_initial_state`, `prepare_memory` and `step` run one
     step at a time from an explicit state; both paths compute the same
@@ -57,13 +81,21 @@ class AttentionDecoder(keras.layers.Layer):
         normalize: bool, weight normalisation of the Bahdanau score.
         scale: bool, learned scale of the Luong score.
         input_feeding: bool, whether `h̃_{t-1}` is fed into step `t`.
-        output_size: int, size of the attentional vector `h̃`. Defaults to
-            `units`; `combine="residual"` needs it to be `units`.
+            Defaults to `True` with `placement="after"`; `"before"` feeds the
+            context itself and takes none.
+        output_size: int, size of the attentional vector `h̃` (the output).
+            Defaults to `units`, or with `deep_output="linear"` to the size
+            of `inputs`; `combine="residual"` needs it to be `units`.
         combine: how the top state and the context make `h̃`: `"tanh"`
             (Luong et al.) or `"residual"` (a residual connection around the
             projected context, then layer normalisation).
         gate: bool, whether the context is scaled by a learned gating scalar
             computed from the query state (Xu et al. 2015, section 4.2.1).
+        placement: `"after"`: attend with the new top state `h_t` (Luong);
+            `"before"`: attend with the previous one `s_{t-1}` and feed the
+            context into the first cell (Bahdanau; Show, Attend and Tell).
+        deep_output: `None` (the `combine` above), `"maxout"` or `"linear"`,
+            the papers' output layers that also read the previous word.
         dropout: float, dropout rate between recurrent layers and on `h̃`.
         seed: optional int, seed of the dropout masks.
         kernel_initializer: initializer of every kernel: the recurrent
@@ -113,8 +145,11 @@ class AttentionDecoder(keras.layers.Layer):
     References:
         Luong, Pham & Manning, "Effective Approaches to Attention-based Neural
         Machine Translation", EMNLP 2015 (input feeding, attentional vector).
-        Bahdanau, Cho & Bengio, ICLR 2015 (additive attention).
-        Xu et al., "Show, Attend and Tell", ICML 2015 (gating scalar).
+        Bahdanau, Cho & Bengio, "Neural Machine Translation by Jointly
+        Learning to Align and Translate", ICLR 2015 (additive attention,
+        the `"before"` placement, the maxout deep output).
+        Xu et al., "Show, Attend and Tell", ICML 2015 (gating scalar, the
+        `"linear"` deep output).
     """
 
     def __init__(
@@ -127,12 +162,14 @@ class AttentionDecoder(keras.layers.Layer):
         attention_units=None,
         normalize=False,
         scale=False,
-        input_feeding=True,
+        input_feeding=None,
         output_size=None,
         gate=False,
         dropout=0.0,
         seed=None,
         combine="tanh",
+        placement="after",
+        deep_output=None,
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         bias_initializer="zeros",
@@ -148,10 +185,24 @@ class AttentionDecoder(keras.layers.Layer):
         check_optional_positive_int(output_size, "output_size")
         check_rate(dropout, "dropout")
         check_choice(combine, COMBINE_MODES, "combine")
+        check_choice(placement, PLACEMENTS, "placement")
+        check_choice(deep_output, DEEP_OUTPUTS, "deep_output")
         if combine == "residual" and output_size not in (None, units):
             raise ValueError(
                 f"combine='residual' adds the context to the state, so output_size must be units ({units}). "
                 f"Received: output_size={output_size}"
+            )
+        if combine == "residual" and deep_output is not None:
+            raise ValueError(
+                f"deep_output={deep_output!r} replaces the combination of state and context. "
+                "Received: combine='residual'"
+            )
+        if input_feeding is None:
+            input_feeding = placement == "after"
+        if input_feeding and placement == "before":
+            raise ValueError(
+                "placement='before' feeds the context into the cells at every step, so it takes no "
+                "input feeding. Received: input_feeding=True"
             )
         self.units = units
         self.num_layers = num_layers
@@ -167,6 +218,8 @@ class AttentionDecoder(keras.layers.Layer):
         self.dropout = float(dropout)
         self.seed = seed
         self.combine = combine
+        self.placement = placement
+        self.deep_output = deep_output
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -175,7 +228,10 @@ class AttentionDecoder(keras.layers.Layer):
 
     @property
     def attentional_size(self):
-        return self.output_size or self.units
+        """Size of the outputs. With `deep_output="linear"` and no `output_size`, known once built."""
+        if self.output_size:
+            return self.output_size
+        return getattr(self, "_inputs_dim", self.units) if self.deep_output == "linear" else self.units
 
     @property
     def _states_per_layer(self):
@@ -183,9 +239,17 @@ class AttentionDecoder(keras.layers.Layer):
 
     def build(self, inputs_shape, memory_shape, initial_state_shape=None):
         rnn_class = keras.layers.LSTM if self.cell_type == "lstm" else keras.layers.GRU
-        input_dim = inputs_shape[-1]
+        self._inputs_dim = input_dim = inputs_shape[-1]
+        memory_dim = memory_shape[-1]
+        if self.deep_output == "linear" and self.attentional_size != input_dim:
+            raise ValueError(
+                f"deep_output='linear' adds the input embedding (size {input_dim}) to the output, so "
+                f"output_size must be {input_dim}. Received: output_size={self.output_size}"
+            )
         if self.input_feeding:
             input_dim += self.attentional_size
+        if self.placement == "before":
+            input_dim += memory_dim
         self.rnn_layers = []
         for index in range(self.num_layers):
             layer = rnn_class(
@@ -231,23 +295,45 @@ class AttentionDecoder(keras.layers.Layer):
                 name="context_gate",
             )
             self.gate_dense.build((None, self.units))
-        residual = self.combine == "residual"
-        self.output_dense = keras.layers.Dense(
-            self.attentional_size,
-            activation=None if residual else "tanh",
-            use_bias=False,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name="attentional_dense",
-        )
-        self.output_dense.build((None, memory_shape[-1] if residual else self.units + memory_shape[-1]))
-        self.output_norm = None
-        if residual:
+        self.output_dense = self.output_norm = None
+        self.deep_state_dense = self.deep_context_dense = None
+        if self.deep_output == "maxout":
+            self.output_dense = self._output_projection(
+                2 * self.attentional_size, self.units + self._inputs_dim + memory_dim, "deep_output", bias=True
+            )
+        elif self.deep_output == "linear":
+            self.deep_state_dense = self._output_projection(self.attentional_size, self.units, "deep_state")
+            self.deep_context_dense = self._output_projection(self.attentional_size, memory_dim, "deep_context")
+        elif self.combine == "residual":
+            self.output_dense = self._output_projection(self.attentional_size, memory_dim, "attentional_dense")
             self.output_norm = keras.layers.LayerNormalization(dtype=self.dtype_policy, name="attentional_norm")
             self.output_norm.build((None, self.units))
+        else:
+            self.output_dense = self._output_projection(
+                self.attentional_size, self.units + memory_dim, "attentional_dense", activation="tanh"
+            )
         self.built = True
 
-    def _attentional(self, state, context):
+    def _output_projection(self, size, input_dim, name, activation=None, bias=False):
+        layer = keras.layers.Dense(
+            size,
+            activation=activation,
+            use_bias=bias,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build((None, input_dim))
+        return layer
+
+    def _attentional(self, state, context, inputs):
+        """The output from the top state, the context and the input embedding."""
+        if self.deep_output == "maxout":
+            hidden = self.output_dense(ops.concatenate([state, inputs, context], axis=-1))
+            size = self.attentional_size
+            return ops.maximum(hidden[..., :size], hidden[..., size:])
+        if self.deep_output == "linear":
+            return inputs + self.deep_state_dense(state) + self.deep_context_dense(context)
         if self.output_norm is None:
             return self.output_dense(ops.concatenate([state, context], axis=-1))
         return self.output_norm(state + self.output_dense(context))
@@ -343,19 +429,25 @@ class AttentionDecoder(keras.layers.Layer):
 
     def _step(self, inputs, state, memory_cache, dropout_masks):
         memory, keys, memory_mask = memory_cache
-        if self.input_feeding:
-            inputs = ops.concatenate([inputs, state[-1]], axis=-1)
-        new_state = []
+        layer_states = self._layer_states(state)
         x = inputs
-        for index, layer_state in enumerate(self._layer_states(state)):
+        if self.placement == "before":
+            # The query is the previous top state, h before c for an LSTM.
+            context, weights = self._attend(layer_states[-1][0], keys, memory, memory_mask)
+            x = ops.concatenate([x, context], axis=-1)
+        if self.input_feeding:
+            x = ops.concatenate([x, state[-1]], axis=-1)
+        new_state = []
+        for index, layer_state in enumerate(layer_states):
             if index > 0 and dropout_masks is not None:
                 x = x * dropout_masks[index - 1]
             x, layer_new_state = self.rnn_layers[index].cell(x, layer_state)
             if not isinstance(layer_new_state, (list, tuple)):
                 layer_new_state = [layer_new_state]
             new_state.extend(layer_new_state)
-        context, weights = self._attend(x, keys, memory, memory_mask)
-        output = self._attentional(x, context)
+        if self.placement == "after":
+            context, weights = self._attend(x, keys, memory, memory_mask)
+        output = self._attentional(x, context, inputs)
         if dropout_masks is not None:
             output = output * dropout_masks[-1]
         if self.input_feeding:
@@ -395,7 +487,7 @@ class AttentionDecoder(keras.layers.Layer):
         batch_size = ops.shape(inputs)[0]
         cache = self.prepare_memory(memory, memory_mask)
         state = self.get_initial_state(batch_size, initial_state)
-        if self.input_feeding:
+        if self.input_feeding or self.placement == "before":
             outputs, weights = self._run_scan(inputs, state, cache, training)
         else:
             outputs, weights = self._run_fused(inputs, state, cache, inputs_mask, training)
@@ -447,7 +539,7 @@ class AttentionDecoder(keras.layers.Layer):
                 x, initial_state=layer_state, mask=inputs_mask, training=training
             )
         context, weights = self._attend(x, keys, memory, memory_mask)
-        outputs = self._attentional(x, context)
+        outputs = self._attentional(x, context, inputs)
         if training and self.dropout > 0.0:
             outputs = keras.random.dropout(outputs, self.dropout, seed=self.seed_generator)
         # The scan path's weights are in the compute dtype; these take the memory's.
@@ -495,6 +587,8 @@ class AttentionDecoder(keras.layers.Layer):
                 "dropout": self.dropout,
                 "seed": self.seed,
                 "combine": self.combine,
+                "placement": self.placement,
+                "deep_output": self.deep_output,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),

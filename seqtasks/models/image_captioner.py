@@ -20,7 +20,11 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
     logits. While training, the doubly stochastic attention penalty
     `λ · mean_i (1 - Σ_t α_ti)²` (over real caption steps) is added as a model
     loss, pushing the decoder to look at every part of the image over the
-    caption.
+    caption. With `decoder={"placement": "before", "deep_output": "linear",
+    "gate": True, ...}` the decoder is the paper's: the LSTM reads
+    `[E y_{t-1}; ẑ_t]` where `ẑ_t = β_t Σ_i α_ti a_i` is computed from
+    `h_{t-1}`, and the word logits are `L_o(E y_{t-1} + L_h h_t + L_z ẑ_t)`
+    (eq. 7; the dense layer here is `L_o`).
 
     Args:
         vocab_size: int, caption vocabulary size (id 0 is padding).

@@ -76,13 +76,46 @@ class DecoderConfig:
     cell_type: Literal["lstm", "gru"] = spec("lstm", "Recurrent cell of every decoder layer.")
     units: int = spec(128, "State size of every decoder layer.", min=1, max=MAX_SIZE)
     num_layers: int = spec(1, "Number of stacked decoder layers.", min=1, max=MAX_LAYERS)
-    input_feeding: bool = spec(True, "Feed the previous attentional vector into each step (Luong).")
+    input_feeding: Optional[bool] = spec(
+        None,
+        "Feed the previous attentional vector into each step (Luong); null: true with placement 'after', "
+        "false with 'before' (which feeds the context instead).",
+    )
     dropout: float = spec(0.0, "Dropout between decoder layers and on the attentional vector.", min=0.0, below=1.0)
     combine: Literal["tanh", "residual"] = spec(
         "tanh",
         "How the decoder state h and the attention context c make the attentional vector: 'tanh', "
         "tanh(W[h; c]) (Luong); 'residual', LayerNorm(h + Wc) (TensorFlow's current NMT tutorial).",
     )
+    placement: Literal["after", "before"] = spec(
+        "after",
+        "Where attention sits in a step: 'after', the new state h_t is the query (Luong); 'before', the "
+        "previous state s_{t-1} is the query and the context enters the cell with the previous word "
+        "(Bahdanau et al.; Show, Attend and Tell).",
+    )
+    output_size: Optional[int] = spec(
+        None,
+        "Size of the decoder's output, the vector projected onto the vocabulary (null: units; with "
+        "deep_output 'linear', the embedding size, which it must be).",
+        min=1,
+        max=MAX_SIZE,
+    )
+    deep_output: Optional[Literal["maxout", "linear"]] = spec(
+        None,
+        "The papers' output layers, reading the state, the context and the previous word (replacing "
+        "combine): 'maxout', max over pairs of U s + V Ey + C c + b (Bahdanau et al.); 'linear', "
+        "Ey + L_h h + L_z z, the size of the embeddings (Show, Attend and Tell); null: combine.",
+    )
+
+    def check(self):
+        problems = []
+        if self.placement == "before" and self.input_feeding:
+            problems.append(("input_feeding", "placement 'before' feeds the context into the cell; set it false"))
+        if self.combine == "residual" and self.output_size not in (None, self.units):
+            problems.append(("output_size", f"combine 'residual' adds the context to the state: must be units ({self.units})"))
+        if self.deep_output is not None and self.combine == "residual":
+            problems.append(("combine", f"deep_output {self.deep_output!r} replaces combine; leave it 'tanh'"))
+        return problems
 
 
 @dataclass
