@@ -93,8 +93,9 @@ def run(recipe, overrides, output_dir, fresh):
     except SeqtasksError as error:
         raise UserError(str(error)) from None
     click.echo(f"Metrics: {runner.run_dir / 'metrics.json'}")
-    for key, value in metrics.get("validation", {}).items():
-        click.echo(f"  validation {key}: {value:.4f}")
+    for split in ("validation", "heldout"):
+        for key, value in metrics.get(split, {}).items():
+            click.echo(f"  {split} {key}: {value:.4f}")
     if "export" in metrics:
         click.echo(f"SavedModel: {metrics['export']}")
 

@@ -163,6 +163,11 @@ def _scores(recipe, metrics, source, metrics_recipe_differs):
     lines = ["On the run's validation data:", "", "| metric | value |", "| --- | --- |"]
     lines += [f"| {key} | {value:.4f} |" if isinstance(value, float) else f"| {key} | {value} |"
               for key, value in validation.items()]
+    heldout = (metrics or {}).get("heldout")
+    if heldout:  # data.heldout_documents: unlike validation, these chose nothing
+        lines += ["", "On the documents set aside from the training data (`data.heldout_documents`):", "",
+                  "| metric | value |", "| --- | --- |"]
+        lines += [f"| {key} | {value:.4f} |" for key, value in heldout.items()]
     if metrics_recipe_differs:
         lines += ["", "Measured with the run's own recipe; this export's `recipe.yaml` differs from it."]
     return lines

@@ -3,10 +3,14 @@
 Keras 3 clips each replica's share of the gradient before the all-reduce, so
 on several replicas `clipnorm` bounds every share rather than the gradient,
 and training differs from one device. These clip the summed gradient, as on
-one device (and as `tf.keras` 2 did).
+one device (and as `tf.keras` 2 did). `EpochSchedule` is the recipes'
+learning-rate schedule by epoch.
 """
 
+import math
+
 import keras
+from keras import ops
 
 from seqtasks.distribute import replicas_in_step
 
@@ -28,6 +32,16 @@ class _ClipAfterAllReduce:
             pairs[index] = (grad, pairs[index][1])
         return pairs
 
+    def finalize_variable_values(self, var_list):
+        # `fit` calls this at its end to put the moving average in place; a run calls `fit` more than
+        # once (a resumed epoch, then the rest), so `seqtasks.training.fit` does it once, after choosing
+        # the best epoch.
+        pass
+
+    def use_averaged_weights(self, var_list):
+        """Sets `var_list` (the model's trainable variables) to their moving average, when `use_ema`."""
+        super().finalize_variable_values(var_list)
+
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class Adam(_ClipAfterAllReduce, keras.optimizers.Adam):
@@ -47,3 +61,65 @@ class SGD(_ClipAfterAllReduce, keras.optimizers.SGD):
 @keras.saving.register_keras_serializable(package="seqtasks")
 class RMSprop(_ClipAfterAllReduce, keras.optimizers.RMSprop):
     """`keras.optimizers.RMSprop`, clipping a multi-replica step's summed gradient."""
+
+
+SCHEDULES = ("constant", "inverse_time", "cosine")
+
+
+@keras.saving.register_keras_serializable(package="seqtasks")
+class EpochSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A learning rate by epoch, computed from the optimizer's step count (saved in checkpoints).
+
+    With `e = step / steps_per_epoch`:
+    `"inverse_time"`: `initial_learning_rate / (1 + decay * floor(e))`, a
+    new rate at each epoch's start (Lample et al. 2016; Ma & Hovy 2016);
+    `"cosine"`: `initial_learning_rate * (1 + cos(pi * min(e / epochs, 1))) / 2`;
+    `"constant"`: `initial_learning_rate`.
+
+    Args:
+        initial_learning_rate: float, the rate of the first epoch.
+        kind: one of `"constant"`, `"inverse_time"`, `"cosine"`.
+        decay: float >= 0, the `"inverse_time"` decay per epoch.
+        epochs: int, the epochs over which `"cosine"` goes down to 0.
+        steps_per_epoch: int, the training steps in an epoch. It may be left
+            `None` when the optimizer is made and set once the data is
+            counted (`seqtasks.training.fit` does), before the first step.
+
+    Example:
+
+    >>> schedule = EpochSchedule(0.01, "inverse_time", decay=0.5, steps_per_epoch=10)
+    >>> [round(float(schedule(step)), 4) for step in (0, 9, 10, 25)]
+    [0.01, 0.01, 0.0067, 0.005]
+    """
+
+    def __init__(self, initial_learning_rate, kind="constant", decay=0.0, epochs=1, steps_per_epoch=None):
+        if kind not in SCHEDULES:
+            raise ValueError(f"Expected one of {set(SCHEDULES)}. Received: kind={kind!r}")
+        if decay < 0 or epochs < 1:
+            raise ValueError(f"Expected decay >= 0 and epochs >= 1. Received: decay={decay}, epochs={epochs}")
+        self.initial_learning_rate = initial_learning_rate
+        self.kind = kind
+        self.decay = decay
+        self.epochs = epochs
+        self.steps_per_epoch = steps_per_epoch
+
+    def __call__(self, step):
+        rate = ops.convert_to_tensor(self.initial_learning_rate, "float32")
+        if self.kind == "constant":
+            return rate
+        if not self.steps_per_epoch:
+            raise ValueError(f"EpochSchedule {self.kind!r} needs steps_per_epoch; it is {self.steps_per_epoch}")
+        epoch = ops.cast(step, "float32") / float(self.steps_per_epoch)
+        if self.kind == "inverse_time":
+            return rate / (1.0 + self.decay * ops.floor(epoch))
+        done = ops.minimum(epoch / float(self.epochs), 1.0)
+        return rate * 0.5 * (1.0 + ops.cos(math.pi * done))
+
+    def get_config(self):
+        return {
+            "initial_learning_rate": self.initial_learning_rate,
+            "kind": self.kind,
+            "decay": self.decay,
+            "epochs": self.epochs,
+            "steps_per_epoch": self.steps_per_epoch,
+        }

@@ -102,6 +102,14 @@ class Runner:
             self.log(f"XLA compiled {name} for {entry['compilations']} batch shape(s) ({entry['seconds']} s)")
         metrics.update(task.training_metrics(train, validation, history))
         metrics.update(self._evaluate(model, validation, self.run_dir))
+        for name, examples in task.heldout_splits().items():
+            self.log(f"Held-out split {name!r} ({len(examples)} examples, not trained on nor used for selection):")
+            out_dir = self.run_dir / "eval" / name
+            out_dir.mkdir(parents=True, exist_ok=True)
+            evaluation = self._evaluate(model, examples, out_dir)
+            metrics[name] = evaluation["validation"]
+            if "per_type" in evaluation:
+                metrics[f"{name}_per_type"] = evaluation["per_type"]
         if self.recipe.export.enabled:
             exported = self._export(model, "final", metrics)
             if exported is not None:  # None on the workers of a multi-worker run: the chief exports
@@ -155,7 +163,7 @@ class Runner:
 
         import seqtasks.models  # noqa: F401 - registers the model classes for loading
         from seqtasks.run_folders import checkpoint_file
-        from seqtasks.training import dtype_policy
+        from seqtasks.training import dtype_policy, use_averaged_weights
 
         path = checkpoint_file(self.run_dir, checkpoint)
         if path is None:
@@ -175,6 +183,7 @@ class Runner:
             model.load_weights(str(path))
         except ValueError as error:
             raise SeqtasksError(f"{path}: does not fit the run's model ({error})") from None
+        use_averaged_weights(model)  # as training validated and saved them (training.ema_momentum)
         return model
 
     def _evaluate(self, model, examples, out_dir):

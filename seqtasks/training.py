@@ -14,7 +14,48 @@ def make_optimizer(config):
         "sgd": optimizers.SGD,
         "rmsprop": optimizers.RMSprop,
     }
-    return classes[config.optimizer](learning_rate=config.learning_rate, clipnorm=config.clipnorm)
+    learning_rate = config.learning_rate
+    if config.learning_rate_schedule != "constant":  # a float keeps the optimizer's variables as they were
+        learning_rate = optimizers.EpochSchedule(
+            config.learning_rate, config.learning_rate_schedule, config.learning_rate_decay, config.epochs
+        )
+    averaging = {}
+    if config.ema_momentum is not None:
+        averaging = {"use_ema": True, "ema_momentum": config.ema_momentum}
+    return classes[config.optimizer](learning_rate=learning_rate, clipnorm=config.clipnorm, **averaging)
+
+
+def _inner_optimizer(model):
+    optimizer = getattr(model, "optimizer", None)
+    return getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer (mixed_float16)
+
+
+def averages_weights(model):
+    """Whether `model`'s optimizer keeps a moving average of the weights (`training.ema_momentum`)."""
+    return bool(getattr(_inner_optimizer(model), "use_ema", False))
+
+
+def use_averaged_weights(model):
+    """Puts the moving average of the weights kept by `model`'s optimizer into the model; nothing without one.
+
+    The average is among the optimizer's variables, so a checkpoint holds
+    the one of its step: call this after loading one.
+    """
+    optimizer = _inner_optimizer(model)
+    if averages_weights(model) and optimizer.built:
+        optimizer.use_averaged_weights(model.trainable_variables)
+
+
+def _set_steps_per_epoch(model, steps):
+    """Gives an `EpochSchedule` the training steps of an epoch (`count_batches`), before training."""
+    from seqtasks import optimizers
+    from seqtasks.errors import SeqtasksError
+
+    schedule = getattr(_inner_optimizer(model), "_learning_rate", None)
+    if isinstance(schedule, optimizers.EpochSchedule) and schedule.kind != "constant":
+        if not steps:
+            raise SeqtasksError(f"training.learning_rate_schedule {schedule.kind!r} needs data of a known length")
+        schedule.steps_per_epoch = steps
 
 
 def _time_limit(minutes, checkpoints):
@@ -61,7 +102,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     training time; a state whose training had ended trains no further. The
     weights with the best `config.monitor` value (the lowest validation loss
     by default; the highest accuracy for an accuracy) are restored into the
-    model before returning the Keras history of the whole run, with
+    model (their moving average with `config.ema_momentum`) before returning the Keras history of the whole run, with
     `batches_seen`, the training steps run, and `train_seconds`. A loss that
     is not finite ends training with a `SeqtasksError`, the checkpoints from
     before it untouched.
@@ -94,7 +135,12 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     )
     # First, so that no other callback sees (or checkpoints) a diverged step.
     callbacks.insert(0, _stop_on_divergence(config, checkpoints))
+    if averages_weights(model):
+        # Validates the averaged weights, so they pick the best epoch; `checkpoints` saves the raw
+        # ones (and the average with the optimizer's variables) after the swap back.
+        callbacks.insert(1, keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
     progress = progress_callback(config, train_data, checkpoints)  # counts an epoch's batches: ETAs from epoch 1
+    _set_steps_per_epoch(model, progress.steps)
     callbacks += [checkpoints, progress, keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs"))]
     if config.max_minutes is not None:
         callbacks.append(_time_limit(config.max_minutes, checkpoints))
@@ -134,6 +180,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     best = run_dir / "checkpoints" / BEST_FILE
     if best.exists():  # absent only when no epoch had a finite monitored value
         model.load_weights(str(best))
+    use_averaged_weights(model)
     history.history = checkpoints.history
     history.batches_seen = checkpoints.steps
     history.train_seconds = train_seconds

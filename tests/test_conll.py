@@ -168,3 +168,38 @@ def test_an_empty_token_names_the_line(tmp_path):
     with pytest.raises(SeqtasksError) as error:
         read_conll(path)
     assert str(error.value) == f"{path}:2: empty token"
+
+
+def _documents_file(tmp_path, sizes):
+    """A CoNLL file whose document d has sizes[d] one-token sentences `d.s`, each after a -DOCSTART- line."""
+    text = "".join(
+        "-DOCSTART- O\n\n" + "".join(f"{d}.{s}\tB-PER\n\n" for s in range(size)) for d, size in enumerate(sizes)
+    )
+    path = tmp_path / "docs.conll"
+    path.write_text("w\tO\n\n" + text, encoding="utf-8")  # a sentence before the first -DOCSTART-: its own document
+    return path
+
+
+def test_documents_are_the_sentences_between_docstart_lines(tmp_path):
+    from seqtasks.data.conll import read_conll_documents
+
+    path = _documents_file(tmp_path, [2, 0, 3])
+    documents = read_conll_documents(path, tag_column=1)
+    assert [[tokens[0] for tokens, _ in document] for document in documents] == [["w"], ["0.0", "0.1"], ["2.0", "2.1", "2.2"]]
+    assert read_conll(path, tag_column=1) == [sentence for document in documents for sentence in document]
+
+
+def test_documents_set_aside_are_whole_disjoint_and_picked_by_the_seed(tmp_path):
+    from seqtasks.data.conll import read_conll_documents, split_documents
+
+    documents = read_conll_documents(_documents_file(tmp_path, [1 + d % 4 for d in range(30)]), tag_column=1)
+    kept, aside = split_documents(documents, 6, seed=3)
+    names = lambda sentences: [tokens[0] for tokens, _ in sentences]  # noqa: E731
+    assert sorted(names(kept) + names(aside)) == sorted(names(s for d in documents for s in d))
+    aside_documents = {name.split(".")[0] for name in names(aside)}
+    assert len(aside_documents) == 6 and not aside_documents & {name.split(".")[0] for name in names(kept)}
+    assert names(kept) == sorted(names(kept), key=names(s for d in documents for s in d).index)  # file order kept
+    assert split_documents(documents, 6, seed=3) == (kept, aside)
+    assert split_documents(documents, 6, seed=4)[1] != aside
+    with pytest.raises(SeqtasksError, match="cannot set 31 documents aside: the file has 31"):
+        split_documents(documents, 31, seed=3)

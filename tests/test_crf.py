@@ -326,3 +326,28 @@ def test_tag_ids_past_float16_precision_decode_exactly_under_a_float16_floatx(fl
     potentials[0, 0, 2049] = potentials[0, 1, 5] = 1.0
     tags, score = (keras.ops.convert_to_numpy(x) for x in crf(potentials))
     assert tags.tolist() == [[2049, 5]] and score.tolist() == [2.0]
+
+
+def test_iob1_files_are_read_as_iob2_so_the_iob2_constraints_apply_to_what_iob1_allows(tmp_path):
+    from seqtasks.data.conll import read_conll
+    from seqtasks.recipe.schema import TaggingDataConfig
+    from seqtasks.tasks.ner import tag_vocabulary
+
+    # IOB1 (CoNLL-2003): an entity opens with I-; B- only splits two adjacent entities of one type.
+    path = tmp_path / "iob1.conll"
+    path.write_text("a O\nJohn I-PER\nSmith I-PER\nMary B-PER\nin O\nParis I-LOC\n", encoding="utf-8")
+    sentences = read_conll(path, tag_column=1, scheme="iob1")
+    assert sentences[0][1] == ["O", "B-PER", "I-PER", "B-PER", "O", "B-LOC"]
+    tags = tag_vocabulary(TaggingDataConfig(path=str(path)), sentences, [])
+    constraints = iob2_constraints(tags)
+    allowed = {(a, b) for i, a in enumerate(tags) for j, b in enumerate(tags) if constraints["allowed_transitions"][i][j]}
+    assert {("O", "B-PER"), ("I-PER", "B-PER"), ("B-PER", "B-PER"), ("B-PER", "I-PER")} <= allowed
+    assert not {("O", "I-PER"), ("B-LOC", "I-PER"), ("I-LOC", "I-PER")} & allowed
+    # Scores that favour IOB1's O I-PER I-PER decode to a valid IOB2 path.
+    index = {tag: i for i, tag in enumerate(tags)}
+    potentials = np.zeros((1, 3, len(tags)), "float32")
+    for step, (tag, score) in enumerate([("O", 2.0), ("I-PER", 3.0), ("I-PER", 3.0)]):
+        potentials[0, step, index[tag]] = score
+    potentials[0, 1, index["B-PER"]] = 1.0
+    decoded = keras.ops.convert_to_numpy(CRF(len(tags), **constraints)(potentials)[0])[0]
+    assert [tags[i] for i in decoded] == ["O", "B-PER", "I-PER"]

@@ -15,6 +15,7 @@ data:
   validation_path: dev.conll
   tag_column: 1
   max_length: 50
+  heldout_documents: 2
 model:
   word_embedding_dim: 16
   char_embedding_dim: 8
@@ -40,7 +41,10 @@ def _sentences(path, count):
 def ner_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("ner")
     data = REPO / "recipes" / "data"
-    (root / "train.conll").write_text(_sentences(data / "ner-sample.train.conll", 400), encoding="utf-8")
+    # Ten documents of 50 sentences: two are set aside as the held-out split (data.heldout_documents).
+    sentences = _sentences(data / "ner-sample.train.conll", 500).strip().split("\n\n")
+    documents = ["\n\n".join(sentences[start : start + 50]) for start in range(0, 500, 50)]
+    (root / "train.conll").write_text("".join(f"-DOCSTART- O\n\n{d}\n\n" for d in documents), encoding="utf-8")
     (root / "dev.conll").write_text(_sentences(data / "ner-sample.dev.conll", 60), encoding="utf-8")
     (root / "tiny.yaml").write_text(RECIPE)
     run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
@@ -59,6 +63,12 @@ def test_run_reports_seqeval_scores_per_type(ner_run):
     sentences = (run_dir / "predictions.conll").read_text(encoding="utf-8").strip().split("\n\n")
     predicted = [[line.split("\t")[2] for line in sentence.splitlines()] for sentence in sentences]
     assert len(predicted) == 60 and all(_valid_iob2(row) for row in predicted)
+    assert metrics["train_sentences"] == 400 and set(metrics["heldout"]) == {"f1", "precision", "recall"}
+    assert "heldout f1:" in output and "Held-out split 'heldout' (100 examples" in output
+    heldout = (run_dir / "eval" / "heldout" / "predictions.conll").read_text(encoding="utf-8").strip().split("\n\n")
+    assert len(heldout) == 100
+    card = (ner_run[0] / "saved_models" / "tiny" / "1" / "assets.extra" / "MODEL_CARD.md").read_text()
+    assert f"(`data.heldout_documents`):\n\n| metric | value |\n| --- | --- |\n| f1 | {metrics['heldout']['f1']:.4f} |" in card
 
 
 def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
@@ -149,3 +159,46 @@ def test_predict_json_lines_hold_no_padding(ner_run):
     model = seqtasks.load(root / "saved_models" / "tiny")
     assert model.tag(["Peter lives in Berlin .", "  "]) == [list(zip(first["tokens"], first["tags"])), []]
     assert model.predict("Peter lives in Berlin .") == first
+
+
+def test_heldout_documents_are_carved_from_training_and_only_when_asked(tmp_path):
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks import make_task
+
+    text = "".join("-DOCSTART- O\n\n" + "".join(f"d{d}s{s}\tO\n\n" for s in range(3)) for d in range(10))
+    (tmp_path / "train.conll").write_text(text, encoding="utf-8")
+    recipe = "task: ner\nseed: 4\ndata:\n  path: train.conll\n  tag_column: 1\n  validation_size: 5\n"
+    (tmp_path / "r.yaml").write_text(recipe)
+    (tmp_path / "h.yaml").write_text(recipe + "  heldout_documents: 2\n")
+    plain = make_task(load_recipe(tmp_path / "r.yaml"))
+    assert len(sum(plain.read_splits(), [])) == 30 and plain.heldout_splits() == {}
+    task = make_task(load_recipe(tmp_path / "h.yaml"))
+    train, validation = task.read_splits()
+    heldout = task.heldout_splits()["heldout"]
+    assert len(heldout) == 6 and len({words[0][:2] for words, _ in heldout}) == 2
+    assert len(train) + len(validation) == 24
+    assert not {words[0][:2] for words, _ in heldout} & {words[0][:2] for words, _ in train + validation}
+
+
+def test_singletons_come_last_in_the_vocabulary_only_with_singleton_unk(tmp_path):
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks import make_task
+
+    sentences = [(["Rare", "the", "The", "cat", "1996"], ["O"] * 5), (["a", "cat", "2001"], ["O"] * 3)]
+    (tmp_path / "plain.yaml").write_text("task: ner\ndata:\n  path: x.conll\n")
+    (tmp_path / "unk.yaml").write_text("task: ner\ndata:\n  path: x.conll\nmodel:\n  singleton_unk: 0.5\n")
+    plain = make_task(load_recipe(tmp_path / "plain.yaml"))
+    plain.prepare(sentences, sentences[:1], tmp_path)
+    assert (tmp_path / "word_vocab.txt").read_text().split() == ["[PAD]", "[UNK]", "0000", "a", "cat", "rare", "the"]
+    assert not (tmp_path / "first_singleton.txt").exists() and plain.build_model().first_singleton is None
+    task = make_task(load_recipe(tmp_path / "unk.yaml"))
+    task.prepare(sentences, sentences[:1], tmp_path)
+    # Seen twice or more: 0000 (1996, 2001), cat, the (the, The); once: a, rare.
+    assert (tmp_path / "word_vocab.txt").read_text().split() == ["[PAD]", "[UNK]", "0000", "cat", "the", "a", "rare"]
+    assert (tmp_path / "first_singleton.txt").read_text() == "5\n"
+    model = task.build_model()
+    assert (model.singleton_unk, model.first_singleton) == (0.5, 5)
+    restored = make_task(load_recipe(tmp_path / "unk.yaml"))
+    restored.restore(tmp_path)
+    rebuilt = restored.build_model()
+    assert (rebuilt.first_singleton, rebuilt.word_vocab_size) == (5, 7)

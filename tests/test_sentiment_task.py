@@ -164,3 +164,56 @@ def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
         return [row[2] for row in rows] + ["", "   "], [row[0] for row in rows] + ["", ""]
 
     check_eval_export_predict(run_dir, data, examples, tmp_path / "exports", recorded)
+
+
+@pytest.fixture(scope="module")
+def ensemble_run(sentiment_run):
+    root, _, _ = sentiment_run
+    run_dir, output = run_recipe(
+        root / "tiny.yaml",
+        root / "ensemble-runs",
+        "model.ensemble=2",
+        "model.pooling=max",
+        "training.epochs=3",
+        f"export.directory={root / 'ensemble_models'}",
+    )
+    return root, run_dir, output
+
+
+def test_an_ensemble_run_validates_evaluates_and_serves_its_mean_probabilities(ensemble_run):
+    import keras
+
+    from seqtasks.models.text_classifier import TextClassifierEnsemble
+
+    root, run_dir, _ = ensemble_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["validation"]["accuracy"] > 0.7 and metrics["validation"]["macro_f1"] > 0.7
+    # Training logs the mean probabilities' accuracy, as validation does.
+    assert len(metrics["history"]["accuracy"]) == len(metrics["history"]["val_accuracy"]) == 3
+    model = keras.models.load_model(run_dir / "model" / "model.keras", safe_mode=True, compile=False)
+    assert isinstance(model, TextClassifierEnsemble) and model.members == 2
+    assert model.member_models[0].pooling == "max" and metrics["parameters"] == model.count_params()
+    rows = [line.split("\t") for line in (run_dir / "predictions.tsv").read_text().splitlines()[:8]]
+    out = serve_in_tensorflow_only(
+        root / "ensemble_models" / "tiny" / "1", {"validation": [row[2] for row in rows], "blank": [" "]}
+    )
+    assert out["validation"]["label"]["value"] == [row[0] for row in rows]
+    probabilities = out["validation"]["probabilities"]
+    assert probabilities["shape"] == [8, 2] and probabilities["dtype"] == "float32"
+    assert np.allclose(np.sum(probabilities["value"], axis=1), 1.0, atol=1e-5)
+    assert out["blank"]["label"]["value"] == [""] and out["blank"]["probabilities"]["value"] == [[0.5, 0.5]]
+
+
+def test_recipe_ensemble_and_max_pooling_fields(tmp_path):
+    from seqtasks.errors import SeqtasksError
+    from seqtasks.recipe import load_recipe
+
+    (tmp_path / "reviews.tsv").write_text("1\tgood\n0\tbad\n", encoding="utf-8")
+    (tmp_path / "tiny.yaml").write_text(RECIPE)
+    recipe = load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=4", "model.pooling=max"])
+    assert recipe.model.ensemble == 4 and recipe.model.pooling == "max"
+    assert load_recipe(tmp_path / "tiny.yaml").model.ensemble == 1
+    with pytest.raises(SeqtasksError, match=r"model\.ensemble.*expected at least 1; got 0"):
+        load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=0"])
+    with pytest.raises(SeqtasksError, match=r"model\.ensemble.*at most 16; got 17"):
+        load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=17"])

@@ -128,3 +128,35 @@ def test_crf_runs_in_a_traced_function_of_unknown_length_down_to_one_token():
     for rows in ([[3]], [[3, 4, 5], [6]]):
         x = _inputs(rows)
         np.testing.assert_array_equal(decode(x).numpy(), keras.ops.convert_to_numpy(model.decode(x)))
+
+
+def test_singletons_read_as_unknown_at_about_their_rate_in_training_only():
+    model = _tagger("crf", singleton_unk=0.5, first_singleton=8)
+    model.build()
+    rng = np.random.default_rng(0)
+    words = rng.integers(1, 12, size=(200, 50)).astype("int32")
+    words[:, 40:] = 0  # padding
+    read = np.stack([keras.ops.convert_to_numpy(model.words_read(words, training=True)) for _ in range(4)])
+    singleton, frequent = words >= 8, (words > 1) & (words < 8)
+    replaced = read != words
+    assert np.all(read[replaced] == 1)  # [UNK]
+    assert not replaced[:, frequent].any() and not replaced[:, words == 0].any()
+    assert abs(replaced[:, singleton].mean() - 0.5) < 0.02  # about 12,000 draws
+    assert 0 < replaced[0, singleton].mean() and (replaced[0] != replaced[1]).any()  # drawn anew at each reading
+    np.testing.assert_array_equal(model.words_read(words, training=False), words)
+    np.testing.assert_array_equal(model.words_read(words), words)
+
+
+def test_singleton_replacement_changes_training_outputs_but_not_decoding_or_inference():
+    rows = [[8, 9, 10, 11, 2], [9, 11, 3]]
+    plain = _tagger("crf")
+    model = _tagger("crf", singleton_unk=0.9, first_singleton=8)
+    plain.build(), model.build()
+    model.set_weights(plain.get_weights())
+    inputs = _inputs(rows)
+    np.testing.assert_array_equal(plain(inputs, training=False), model(inputs, training=False))
+    np.testing.assert_array_equal(plain.decode(inputs), model.decode(inputs))
+    np.testing.assert_array_equal(plain(inputs, training=True), plain(inputs, training=True))  # dropout 0
+    assert not np.allclose(model(inputs, training=True), plain(inputs, training=True))
+    copy = SequenceTagger.from_config(model.get_config())
+    assert (copy.singleton_unk, copy.first_singleton) == (0.9, 8)

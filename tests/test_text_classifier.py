@@ -2,7 +2,12 @@ import keras
 import numpy as np
 import pytest
 
+from seqtasks.losses import SmoothedSparseCrossentropy
 from seqtasks.models import TextClassifier
+from seqtasks.models.text_classifier import TextClassifierEnsemble, masked_max
+from seqtasks.tasks.classification_common import EnsembleAccuracy, MemberCrossentropy
+
+CLASSIFIER = {"vocab_size": 30, "num_classes": 3, "embedding_dim": 6, "encoder": {"units": 5, "cell_type": "gru"}}
 
 
 @pytest.mark.parametrize(
@@ -11,6 +16,7 @@ from seqtasks.models import TextClassifier
         ({"units": 8, "cell_type": "lstm", "bidirectional": True}, "last"),
         ({"units": 8, "cell_type": "gru", "num_layers": 2}, "last"),
         ({"units": 8, "cell_type": "gru", "bidirectional": True}, "attention"),
+        ({"units": 8, "cell_type": "lstm", "bidirectional": True}, "max"),
     ],
 )
 def test_a_padded_batch_classifies_exactly_like_each_text_alone(encoder, pooling):
@@ -44,5 +50,93 @@ def test_saves_and_reloads_in_safe_mode(tmp_path):
 
 
 def test_rejects_an_unknown_pooling():
-    with pytest.raises(ValueError, match=r"Expected one of \{'last', 'attention'\}. Received: pooling='max'"):
-        TextClassifier(10, 2, pooling="max")
+    with pytest.raises(ValueError, match=r"Expected one of \{'last', 'attention', 'max'\}. Received: pooling='mean'"):
+        TextClassifier(10, 2, pooling="mean")
+
+
+def test_max_pooling_reads_only_real_steps_even_when_every_real_value_is_below_the_padding():
+    outputs = np.array([[[-3.0, -1.0], [-2.0, -5.0], [0.0, 0.0]], [[0.0, 0.0]] * 3], "float32")
+    mask = np.array([[True, True, False], [False, False, False]])
+    pooled = keras.ops.convert_to_numpy(masked_max(outputs, mask))
+    np.testing.assert_array_equal(pooled, [[-2.0, -1.0], [0.0, 0.0]])  # no real step: zeros
+
+
+def test_max_pooling_is_the_largest_encoder_output_over_the_real_tokens():
+    encoder = {"units": 3, "cell_type": "gru", "bidirectional": True}
+    model = TextClassifier(20, 2, embedding_dim=4, encoder=encoder, pooling="max")
+    ids = np.array([[4, 5, 6, 0, 0]], "int32")
+    vectors, weights = model.text_vectors(ids)
+    outputs, _ = model.encoder_layer(model.embedding(ids), mask=ids != 0)
+    assert weights is None and model.text_vector_size == 6
+    largest = keras.ops.convert_to_numpy(outputs)[0, :3].max(axis=0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(vectors)[0], largest)
+
+
+def _softmax(logits):
+    exp = np.exp(logits - logits.max(-1, keepdims=True))
+    return exp / exp.sum(-1, keepdims=True)
+
+
+def test_ensemble_members_start_different_and_it_predicts_their_mean_probabilities():
+    ensemble = TextClassifierEnsemble(3, CLASSIFIER)
+    ids = np.array([[4, 5, 6, 0], [7, 8, 0, 0]], "int32")
+    members = np.stack([keras.ops.convert_to_numpy(member(ids)) for member in ensemble.member_models], axis=1)
+    assert members.shape == (2, 3, 3)
+    assert not np.allclose(members[:, 0], members[:, 1]) and not np.allclose(members[:, 1], members[:, 2])
+    first_kernels = [member.embedding.embeddings.numpy() for member in ensemble.member_models]
+    assert not np.allclose(first_kernels[0], first_kernels[1])
+    logits = keras.ops.convert_to_numpy(ensemble(ids))
+    np.testing.assert_allclose(_softmax(logits), _softmax(members).mean(axis=1), rtol=1e-5, atol=1e-7)
+    assert ensemble.count_params() == 3 * ensemble.member_models[0].count_params()
+
+
+def test_ensemble_trains_on_its_members_logits_with_the_sum_of_their_losses():
+    ensemble = TextClassifierEnsemble(2, {**CLASSIFIER, "dropout": 0.5})
+    ids = np.array([[4, 5, 6], [7, 8, 0]], "int32")
+    labels = np.array([2, 0])
+    members = keras.ops.convert_to_numpy(ensemble(ids, training=True))
+    assert members.shape == (2, 2, 3)
+    loss = MemberCrossentropy(0.1, reduction=None)
+    alone = SmoothedSparseCrossentropy(0.1, reduction=None)
+    expected = sum(keras.ops.convert_to_numpy(alone(labels, members[:, index])) for index in range(2))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loss(labels, members)), expected, rtol=1e-6)
+    # Validation reads the ensemble's logits: one cross-entropy.
+    logits = keras.ops.convert_to_numpy(ensemble(ids))
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loss(labels, logits)), keras.ops.convert_to_numpy(alone(labels, logits)), rtol=1e-6
+    )
+
+
+def test_ensemble_accuracy_is_that_of_the_mean_probabilities():
+    # Member 0 says class 1 weakly, member 1 class 0 strongly: the mean says class 0.
+    members = np.log(np.array([[[0.4, 0.6], [0.9, 0.1]], [[0.2, 0.8], [0.3, 0.7]]], "float32"))
+    accuracy = EnsembleAccuracy()
+    accuracy.update_state(np.array([0, 1]), members)
+    assert float(accuracy.result()) == 1.0
+    accuracy.reset_state()
+    accuracy.update_state(np.array([1, 1]), members[:, 0])  # plain logits too
+    assert float(accuracy.result()) == 1.0
+
+
+def test_ensemble_config_round_trip_and_safe_reload(tmp_path):
+    ensemble = TextClassifierEnsemble(2, {**CLASSIFIER, "pooling": "max"})
+    ids = np.array([[4, 5, 0]], "int32")
+    expected = keras.ops.convert_to_numpy(ensemble(ids))
+    config = ensemble.get_config()
+    assert config["members"] == 2 and config["classifier"]["pooling"] == "max"
+    assert TextClassifierEnsemble.from_config(config).get_config() == config
+    ensemble.save(tmp_path / "ensemble.keras")
+    restored = keras.models.load_model(tmp_path / "ensemble.keras", safe_mode=True)
+    assert isinstance(restored, TextClassifierEnsemble)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(ids)), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("members", [1, 0, 2.0, True])
+def test_ensemble_rejects_fewer_than_two_members(members):
+    with pytest.raises(ValueError, match=f"Expected an int of at least 2. Received: members={members!r}"):
+        TextClassifierEnsemble(members, CLASSIFIER)
+
+
+def test_member_loss_config_round_trip():
+    loss = MemberCrossentropy(0.2)
+    assert MemberCrossentropy.from_config(loss.get_config()).label_smoothing == 0.2

@@ -203,3 +203,127 @@ def test_a_loss_that_is_not_finite_after_a_live_line_ends_that_line_first(tmp_pa
     out = capsys.readouterr().out
     assert "\r1/2 " in out  # the live line of step 1
     assert out.endswith("\n")
+
+
+def test_the_inverse_time_schedule_lowers_the_rate_at_each_epoch_start():
+    from seqtasks.optimizers import EpochSchedule
+
+    schedule = EpochSchedule(0.01, "inverse_time", decay=0.5, steps_per_epoch=10)
+    values = [float(schedule(step)) for step in (0, 9, 10, 19, 20, 45)]
+    np.testing.assert_allclose(values, [0.01, 0.01, 0.01 / 1.5, 0.01 / 1.5, 0.01 / 2, 0.01 / 3], rtol=1e-6)
+    cosine = EpochSchedule(0.01, "cosine", epochs=4, steps_per_epoch=10)
+    np.testing.assert_allclose([float(cosine(s)) for s in (0, 20, 40, 80)], [0.01, 0.005, 0, 0], atol=1e-8)
+    assert EpochSchedule.from_config(schedule.get_config()).get_config() == schedule.get_config()
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        EpochSchedule(0.01, "inverse_time", decay=0.5)(3)
+
+
+def test_a_constant_rate_keeps_a_float_and_a_schedule_needs_no_optimizer_variable():
+    constant = make_optimizer(TrainingConfig(learning_rate=0.01))
+    scheduled = make_optimizer(TrainingConfig(learning_rate=0.01, learning_rate_schedule="inverse_time"))
+    assert not isinstance(constant.learning_rate, float) and float(constant.learning_rate) == pytest.approx(0.01)
+    assert scheduled._learning_rate.kind == "inverse_time" and scheduled._learning_rate.decay == 0.05
+
+
+def _scheduled_model(**training):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    config = TrainingConfig(learning_rate=0.01, learning_rate_schedule="inverse_time", learning_rate_decay=1.0)
+    model.compile(optimizer=make_optimizer(dataclasses.replace(config, **training)), loss="mse")
+    return model
+
+
+def test_fit_counts_the_epoch_for_the_schedule_and_a_resumed_run_goes_on_at_its_rate(tmp_path, monkeypatch):
+    from seqtasks.checkpoints import TrainingCheckpoints
+
+    config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=7)
+    model = _scheduled_model()
+    fit(model, _data(5), _data(2), config, tmp_path / "whole")
+    assert model.optimizer._learning_rate.steps_per_epoch == 5
+    assert int(model.optimizer.iterations) == 15
+    # After 15 steps: epoch 3 (index 2) ran at 0.01 / 3, and the next would run at 0.01 / 4.
+    np.testing.assert_allclose(float(model.optimizer.learning_rate), 0.01 / 4, rtol=1e-6)
+
+    save = TrainingCheckpoints.save
+
+    def save_then_stop(self, done=False):
+        save(self, done)
+        if self.steps == 7:
+            raise KeyboardInterrupt  # killed after the checkpoint of step 7, in the second epoch
+
+    monkeypatch.setattr(TrainingCheckpoints, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        fit(_scheduled_model(), _data(5), _data(2), config, tmp_path / "resumed")
+    monkeypatch.setattr(TrainingCheckpoints, "save", save)
+    resumed = _scheduled_model()
+    state = restore(resumed, tmp_path / "resumed" / "checkpoints")
+    assert int(resumed.optimizer.iterations) == 7
+    resumed.optimizer._learning_rate.steps_per_epoch = 5
+    np.testing.assert_allclose(float(resumed.optimizer.learning_rate), 0.01 / 2, rtol=1e-6)  # epoch 2's rate
+    fit(resumed, _data(5), _data(2), config, tmp_path / "resumed", state)
+    steps = int(resumed.optimizer.iterations)  # a plain dataset is read whole again in the resumed epoch
+    assert steps > 7
+    np.testing.assert_allclose(float(resumed.optimizer.learning_rate), 0.01 / (1 + steps // 5), rtol=1e-6)
+
+
+class _StepWeights(keras.callbacks.Callback):
+    """The model's weights after every training step (the raw ones, which the average is made of)."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps.append([np.array(w) for w in self.model.get_weights()])
+
+
+def test_ema_validates_keeps_and_restores_the_moving_average_of_the_step_weights(tmp_path, monkeypatch):
+    import seqtasks.training as training
+
+    recorder = _StepWeights()
+    real_fit = keras.Model.fit
+    monkeypatch.setattr(keras.Model, "fit", lambda self, *a, **k: real_fit(self, *a, **{
+        **k, "callbacks": [*k["callbacks"], recorder]}))
+    config = dataclasses.replace(TrainingConfig(), epochs=3, ema_momentum=0.8)
+    model = _model_with(config)
+    history = fit(model, _data(5), _data(2), config, tmp_path)
+    assert len(recorder.steps) == 15
+    # Keras' average starts at the first step's weights, then average = m * average + (1 - m) * weights.
+    averages = [recorder.steps[0]]
+    for weights in recorder.steps[1:]:
+        averages.append([0.8 * a + 0.2 * w for a, w in zip(averages[-1], weights)])
+    best = int(np.argmin(history.history["val_loss"]))
+    expected = averages[5 * best + 4]
+    for got, want in zip(model.get_weights(), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(expected[0], recorder.steps[5 * best + 4][0])  # the average is not the raw weights
+    # The validation loss of each epoch was that of its averaged weights.
+    for epoch, loss in enumerate(history.history["val_loss"]):
+        probe = _model_with(config)
+        probe.set_weights(averages[5 * epoch + 4])
+        np.testing.assert_allclose(probe.evaluate(_data(2), verbose=0), loss, rtol=1e-5)
+    # A checkpoint holds the raw weights and the average: loading one and asking for the average gives it back.
+    reloaded = _model_with(config)
+    reloaded.optimizer.build(reloaded.trainable_variables)
+    reloaded.load_weights(str(tmp_path / "checkpoints" / "best.weights.h5"))
+    for got, raw in zip(reloaded.get_weights(), recorder.steps[5 * best + 4]):
+        np.testing.assert_allclose(got, raw, rtol=1e-6)
+    training.use_averaged_weights(reloaded)
+    for got, want in zip(reloaded.get_weights(), model.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_keras_fit_leaves_the_raw_weights_in_place_so_a_second_fit_trains_on_from_them():
+    config = dataclasses.replace(TrainingConfig(), ema_momentum=0.9)
+    model = _model_with(config)
+    recorder = _StepWeights()
+    model.fit(_data(3), epochs=1, verbose=0, callbacks=[recorder])
+    for got, raw in zip(model.get_weights(), recorder.steps[-1]):
+        np.testing.assert_array_equal(got, raw)
+
+
+def _model_with(config):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=make_optimizer(dataclasses.replace(config, learning_rate=0.05)), loss="mse")
+    return model

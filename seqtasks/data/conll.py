@@ -17,16 +17,32 @@ def read_conll(path, token_column=0, tag_column=-1, scheme="iob2", encoding="utf
     starts an entity becomes `B-`. A line with too few columns or a malformed
     tag is an error naming the file and the line.
     """
+    documents = read_conll_documents(path, token_column, tag_column, scheme, encoding)
+    return [sentence for document in documents for sentence in document]
+
+
+def read_conll_documents(path, token_column=0, tag_column=-1, scheme="iob2", encoding="utf-8"):
+    """The sentences of `read_conll` in documents: lists of sentences, split at `-DOCSTART-` lines.
+
+    Sentences before the first `-DOCSTART-` line (or in a file without one)
+    are a document; documents without sentences are left out.
+    """
     if scheme not in SCHEMES:
         raise ValueError(f"Expected one of {set(SCHEMES)}. Received: scheme={scheme!r}")
     path = Path(path)
-    sentences, tokens, tags = [], [], []
+    documents, sentences, tokens, tags = [], [], [], []
 
     def end_sentence():
         if tokens:
             sentences.append((list(tokens), _to_iob2(tags) if scheme == "iob1" else list(tags)))
             tokens.clear()
             tags.clear()
+
+    def end_document():
+        end_sentence()
+        if sentences:
+            documents.append(list(sentences))
+            sentences.clear()
 
     with reading(path, encoding):
         for number, line in numbered_lines(path, encoding):
@@ -36,7 +52,7 @@ def read_conll(path, token_column=0, tag_column=-1, scheme="iob2", encoding="utf
             columns = line.split("\t") if "\t" in line else line.split()
             columns = [column.strip() for column in columns]
             if columns[0] == "-DOCSTART-":
-                end_sentence()
+                end_document()
                 continue
             needed = max(token_column, tag_column) + 1 if tag_column >= 0 else max(token_column + 1, -tag_column)
             if tag_column < 0 and len(columns) + tag_column == token_column:
@@ -56,10 +72,27 @@ def read_conll(path, token_column=0, tag_column=-1, scheme="iob2", encoding="utf
                 )
             tokens.append(token)
             tags.append(tag)
-    end_sentence()
-    if not sentences:
+    end_document()
+    if not documents:
         raise SeqtasksError(f"{path}: no sentences in the file")
-    return sentences
+    return documents
+
+
+def split_documents(documents, count, seed):
+    """`(kept, set_aside)` sentence lists: `count` documents picked by `seed` set aside, the rest kept.
+
+    Both keep the file's order. At least one document must be left.
+    """
+    import random
+
+    if count >= len(documents):
+        raise SeqtasksError(
+            f"cannot set {count} documents aside: the file has {len(documents)} (documents start at -DOCSTART- lines)"
+        )
+    aside = set(random.Random(seed).sample(range(len(documents)), count))
+    kept = [sentence for index, document in enumerate(documents) if index not in aside for sentence in document]
+    held = [sentence for index, document in enumerate(documents) if index in aside for sentence in document]
+    return kept, held
 
 
 def _to_iob2(tags):

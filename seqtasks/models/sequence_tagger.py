@@ -36,6 +36,11 @@ class SequenceTagger(keras.Model):
         word_vocab_size, char_vocab_size, num_tags: int (id 0 is padding).
         word_embedding_dim: int. word_dropout: float, the chance a training
             word reads as `[UNK]` (id 1).
+        singleton_unk: float, the chance a training word seen once in the
+            training data reads as `[UNK]`, drawn at each reading (Lample et
+            al. 2016); those words are the ids from `first_singleton` on.
+        first_singleton: int or None (no word counts as seen once): the
+            first word id of the words seen once.
         char_embedding_dim, char_filters, char_kernel_size: the
             `CharacterCNN` (`char_filters=0`: no character features).
         casing: bool, whether to add the casing feature.
@@ -63,6 +68,8 @@ class SequenceTagger(keras.Model):
         num_tags,
         word_embedding_dim=100,
         word_dropout=0.0,
+        singleton_unk=0.0,
+        first_singleton=None,
         char_embedding_dim=30,
         char_filters=50,
         char_kernel_size=3,
@@ -83,6 +90,8 @@ class SequenceTagger(keras.Model):
         self.num_tags = num_tags
         self.word_embedding_dim = word_embedding_dim
         self.word_dropout = word_dropout
+        self.singleton_unk = singleton_unk
+        self.first_singleton = first_singleton
         self.char_embedding_dim = char_embedding_dim
         self.char_filters = char_filters
         self.char_kernel_size = char_kernel_size
@@ -114,7 +123,9 @@ class SequenceTagger(keras.Model):
             )
 
     @classmethod
-    def from_recipe(cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None, constraints=None):
+    def from_recipe(
+        cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None, constraints=None, first_singleton=None
+    ):
         """The tagger a recipe's `model` section describes; `constraints`: a dict like `iob2_constraints` gives."""
         return cls(
             word_vocab_size,
@@ -122,6 +133,8 @@ class SequenceTagger(keras.Model):
             num_tags,
             word_embedding_dim=model_config.word_embedding_dim,
             word_dropout=model_config.word_dropout,
+            singleton_unk=model_config.singleton_unk,
+            first_singleton=first_singleton,
             char_embedding_dim=model_config.char_embedding_dim,
             char_filters=model_config.char_filters,
             char_kernel_size=model_config.char_kernel_size,
@@ -147,13 +160,22 @@ class SequenceTagger(keras.Model):
             self.crf.build((None, None, self.num_tags))
         self.built = True
 
+    def words_read(self, words, training=None):
+        """The word ids the embedding reads: in training, some are `[UNK]` (`word_dropout`, `singleton_unk`)."""
+        words = ops.cast(words, "int32")
+        if training and self.word_dropout > 0:
+            dropped = keras.random.uniform(ops.shape(words), seed=self.seed_generator) < self.word_dropout
+            words = ops.where(ops.logical_and(dropped, ops.not_equal(words, PAD_ID)), UNK_ID, words)
+        if training and self.singleton_unk > 0 and self.first_singleton is not None:
+            # Padding (0) and [UNK] (1) are never at or past first_singleton.
+            dropped = keras.random.uniform(ops.shape(words), seed=self.seed_generator) < self.singleton_unk
+            words = ops.where(ops.logical_and(dropped, words >= self.first_singleton), UNK_ID, words)
+        return words
+
     def call(self, inputs, training=None):
         words = ops.cast(inputs["words"], "int32")
         mask = ops.not_equal(words, PAD_ID)
-        if training and self.word_dropout > 0:
-            dropped = keras.random.uniform(ops.shape(words), seed=self.seed_generator) < self.word_dropout
-            words = ops.where(ops.logical_and(dropped, mask), UNK_ID, words)
-        features = [self.word_embedding(words)]
+        features = [self.word_embedding(self.words_read(words, training))]
         if self.character_cnn is not None:
             features.append(self.character_cnn(inputs["characters"], training=training))
         if self.casing:
@@ -206,6 +228,8 @@ class SequenceTagger(keras.Model):
                 "num_tags": self.num_tags,
                 "word_embedding_dim": self.word_embedding_dim,
                 "word_dropout": self.word_dropout,
+                "singleton_unk": self.singleton_unk,
+                "first_singleton": self.first_singleton,
                 "char_embedding_dim": self.char_embedding_dim,
                 "char_filters": self.char_filters,
                 "char_kernel_size": self.char_kernel_size,

@@ -1,21 +1,51 @@
 import dataclasses
+import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from seqtasks.layers import AttentionPooling, StackedRNN
 from seqtasks.special_ids import PAD_ID
 
+POOLINGS = ("last", "attention", "max")
+
+
+def classifier_arguments(model_config, vocab_size, num_classes):
+    """`TextClassifier` arguments from a recipe's `TextClassifierModelConfig`."""
+    return {
+        "vocab_size": vocab_size,
+        "num_classes": num_classes,
+        "embedding_dim": model_config.embedding_dim,
+        "embedding_dropout": model_config.embedding_dropout,
+        "encoder": dataclasses.asdict(model_config.encoder),
+        "pooling": model_config.pooling,
+        "attention_units": model_config.attention_units,
+        "dropout": model_config.dropout,
+    }
+
+
+def masked_max(outputs, mask):
+    """The largest value of each feature of `outputs` `(batch, time, features)` over the steps where `mask` is True.
+
+    Padding never wins, even where every real value is below the padded
+    ones; a row without any real step pools to zeros.
+    """
+    lowest = np.finfo(keras.backend.standardize_dtype(outputs.dtype)).min
+    largest = ops.max(ops.where(ops.expand_dims(mask, -1), outputs, ops.cast(lowest, outputs.dtype)), axis=1)
+    return ops.where(ops.any(mask, axis=1, keepdims=True), largest, ops.zeros_like(largest))
+
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class TextClassifier(keras.Model):
-    """Token ids -> class logits, from an RNN's last real state or attention pooling.
+    """Token ids -> class logits, from an RNN's last real state, attention pooling or max pooling.
 
     Embedding -> `StackedRNN` -> a text vector -> dropout -> dense logits.
     With `pooling="last"` the text vector is the top layer's final hidden
     state at each text's last real token (forward and backward states
     concatenated when bidirectional); with `"attention"` it is an
-    `AttentionPooling` average of all top-layer outputs. Id 0 is padding and
+    `AttentionPooling` average of all top-layer outputs; with `"max"` the
+    largest value of each feature over the real steps. Id 0 is padding and
     never reaches the result: a padded batch classifies exactly like its texts
     one by one.
 
@@ -23,7 +53,7 @@ class TextClassifier(keras.Model):
         vocab_size: int. num_classes: int.
         embedding_dim: int. embedding_dropout: float.
         encoder: dict of `StackedRNN` arguments.
-        pooling: `"last"` or `"attention"`. attention_units: int.
+        pooling: `"last"`, `"attention"` or `"max"`. attention_units: int.
         dropout: float, before the output layer.
         **kwargs: other keyword arguments of `keras.Model`.
 
@@ -47,8 +77,8 @@ class TextClassifier(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if pooling not in ("last", "attention"):
-            raise ValueError(f"Expected one of {{'last', 'attention'}}. Received: pooling={pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"Expected one of {{'last', 'attention', 'max'}}. Received: pooling={pooling!r}")
         self.vocab_size = vocab_size
         self.num_classes = num_classes
         self.embedding_dim = embedding_dim
@@ -66,20 +96,11 @@ class TextClassifier(keras.Model):
 
     @classmethod
     def from_recipe(cls, model_config, vocab_size, num_classes):
-        return cls(
-            vocab_size,
-            num_classes,
-            embedding_dim=model_config.embedding_dim,
-            embedding_dropout=model_config.embedding_dropout,
-            encoder=dataclasses.asdict(model_config.encoder),
-            pooling=model_config.pooling,
-            attention_units=model_config.attention_units,
-            dropout=model_config.dropout,
-        )
+        return cls(**classifier_arguments(model_config, vocab_size, num_classes))
 
     @property
     def text_vector_size(self):
-        if self.pooling == "attention":
+        if self.pooling in ("attention", "max"):
             return self.encoder_layer.output_dim
         return self.encoder_layer.units * (2 if self.encoder_layer.bidirectional else 1)
 
@@ -98,6 +119,8 @@ class TextClassifier(keras.Model):
         outputs, states = self.encoder_layer(x, mask=mask, training=training)
         if self.attention_pooling is not None:
             return self.attention_pooling(outputs, mask=mask)
+        if self.pooling == "max":
+            return masked_max(outputs, mask), None
         top = states[-1]
         if not self.encoder_layer.bidirectional:
             return top[0], None
@@ -122,4 +145,89 @@ class TextClassifier(keras.Model):
                 "dropout": self.dropout,
             }
         )
+        return config
+
+
+def mean_probability_logits(member_logits):
+    """Logits `(batch, classes)` whose softmax is the mean of the members' softmaxes, from `(batch, members, classes)`.
+
+    `log(mean_m softmax(z_m))`, computed as a log-sum-exp of log-softmaxes in
+    float32, so that no member's small probabilities underflow.
+    """
+    log_probabilities = ops.log_softmax(ops.cast(member_logits, "float32"), axis=-1)
+    return ops.logsumexp(log_probabilities, axis=1) - math.log(member_logits.shape[1])
+
+
+@keras.saving.register_keras_serializable(package="seqtasks")
+class TextClassifierEnsemble(keras.Model):
+    """`members` independently initialised `TextClassifier`s of the same settings, predicting their mean probabilities.
+
+    Every member reads the same batch and has its own weights and dropout.
+    Outside training the output is one set of logits whose softmax is the
+    mean of the members' class probabilities, so the ensemble predicts,
+    validates and serves like one `TextClassifier`. In training the output
+    is every member's logits, for a loss that sums one term per member
+    (`seqtasks.tasks.classification_common.MemberCrossentropy`): each
+    member's gradients are those it would get trained alone.
+
+    Args:
+        members: int >= 2, the number of classifiers.
+        classifier: dict of `TextClassifier` arguments, the same for every
+            member.
+        **kwargs: other keyword arguments of `keras.Model`.
+
+    Call arguments:
+        inputs: int `(batch, time)` token ids.
+        training: bool; when True the members' own logits are returned.
+
+    Returns:
+        Logits `(batch, num_classes)` of the mean probabilities, or the
+        members' logits `(batch, members, num_classes)` when training.
+
+    Example:
+
+    >>> ensemble = TextClassifierEnsemble(3, {"vocab_size": 50, "num_classes": 2, "encoder": {"units": 4}})
+    >>> tuple(ensemble(np.array([[5, 6, 0]], "int32")).shape)
+    (1, 2)
+
+    Reference:
+        Dietterich, "Ensemble Methods in Machine Learning", MCS 2000;
+        Lakshminarayanan, Pritzel & Blundell, "Simple and Scalable Predictive
+        Uncertainty Estimation using Deep Ensembles", NeurIPS 2017.
+    """
+
+    def __init__(self, members, classifier, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(members, int) or isinstance(members, bool) or members < 2:
+            raise ValueError(f"Expected an int of at least 2. Received: members={members!r}")
+        self.members = members
+        self.classifier = dict(classifier)
+        self.num_classes = self.classifier["num_classes"]
+        self.member_models = [
+            TextClassifier(**self.classifier, dtype=self.dtype_policy, name=f"member_{index}")
+            for index in range(members)
+        ]
+
+    @classmethod
+    def from_recipe(cls, model_config, vocab_size, num_classes):
+        return cls(model_config.ensemble, classifier_arguments(model_config, vocab_size, num_classes))
+
+    def build(self, input_shape=None):
+        for member in self.member_models:
+            if not member.built:
+                # No shape, as for a classifier alone: a SavedModel then traces no signature of its own for it.
+                member.build()
+        self.built = True
+
+    def member_logits(self, inputs, training=None):
+        """Every member's logits, `(batch, members, num_classes)`."""
+        return ops.stack([member(inputs, training=training) for member in self.member_models], axis=1)
+
+    def call(self, inputs, training=None):
+        logits = self.member_logits(inputs, training=training)
+        return logits if training else mean_probability_logits(logits)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"members": self.members, "classifier": self.classifier})
         return config

@@ -202,6 +202,24 @@ class TrainingConfig:
     max_minutes: Optional[float] = spec(
         None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01
     )
+    learning_rate_schedule: Literal["constant", "inverse_time", "cosine"] = spec(
+        "constant",
+        "How the learning rate changes with the epoch e (counted in steps, so a resumed run goes on where it "
+        "was): 'constant'; 'inverse_time', learning_rate / (1 + learning_rate_decay * e) with whole epochs "
+        "(Lample et al. 2016, Ma & Hovy 2016); 'cosine', from learning_rate down to 0 at the end of `epochs`.",
+    )
+    learning_rate_decay: float = spec(
+        0.05, "Decay per epoch of the 'inverse_time' schedule (0.05: half the rate after 20 epochs).", min=0.0
+    )
+    ema_momentum: Optional[float] = spec(
+        None,
+        "Keep an exponential moving average of the weights, updated each step with this momentum (Polyak "
+        "averaging; 0.999 averages over about the last 1,000 steps). Validation, the choice of the best epoch, "
+        "the saved model, evaluation and the export then use the averaged weights; training goes on from the "
+        "raw ones (null: no averaging).",
+        min=0.0,
+        below=1.0,
+    )
     label_smoothing: float = spec(0.0, "Label smoothing of the cross-entropy.", min=0.0, below=1.0)
     checkpoint_every_steps: Optional[int] = spec(
         500,
@@ -398,13 +416,22 @@ class TextClassifierModelConfig:
     embedding_dim: int = spec(128, "Size of the subword embeddings.", min=1, max=MAX_SIZE)
     embedding_dropout: float = spec(0.0, "Dropout on the embeddings.", min=0.0, below=1.0)
     encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN reading the text.")
-    pooling: Literal["last", "attention"] = spec(
+    pooling: Literal["last", "attention", "max"] = spec(
         "last",
         "What the classifier reads: the final states at the last real step (both directions "
-        "when bidirectional) or an attention-weighted average of all states.",
+        "when bidirectional), an attention-weighted average of all states, or the largest value of each "
+        "state feature over the real steps.",
     )
     attention_units: int = spec(64, "Size of the attention pooling's query and hidden layer.", min=1, max=MAX_SIZE)
     dropout: float = spec(0.0, "Dropout before the classifier.", min=0.0, below=1.0)
+    ensemble: int = spec(
+        1,
+        "Classifiers of these settings trained side by side from different initial weights, each with its own "
+        "loss term (the training loss is their sum); validation, evaluation and the export use the mean of their "
+        "class probabilities. Training time and parameters grow about this many times.",
+        min=1,
+        max=16,
+    )
 
 
 @dataclass
@@ -418,6 +445,15 @@ class TaggingDataConfig:
     )
     validation_size: int = spec(
         500, "Sentences split off for validation when there is no validation_path.", min=1, max=MAX_EXAMPLES
+    )
+    heldout_documents: int = spec(
+        0,
+        "Documents (the parts between -DOCSTART- lines) of the training file set aside, picked by the seed: "
+        "never trained on nor used to choose the best epoch, they are tagged after training and their F1 is "
+        "reported as `heldout` beside the validation F1, to see how much of the validation score is fitted "
+        "to the validation data (0: none).",
+        min=0,
+        max=MAX_EXAMPLES,
     )
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
     token_column: int = spec(0, "0-based column of the token.", min=0, max=MAX_COLUMN)
@@ -449,6 +485,14 @@ class TaggerModelConfig:
     word_dropout: float = spec(
         0.0, "Probability of reading a training word as [UNK], so the model learns to use spelling.",
         min=0.0, below=1.0,
+    )
+    singleton_unk: float = spec(
+        0.0,
+        "Probability of reading a word seen once in the training data as [UNK], drawn anew each time it is "
+        "read in training (Lample et al. 2016 use 0.5): [UNK] learns to stand for rare words, as unseen ones "
+        "are at test time. With data.min_word_count above 1 no word seen once is in the vocabulary.",
+        min=0.0,
+        below=1.0,
     )
     char_embedding_dim: int = spec(30, "Size of the character embeddings.", min=1, max=MAX_SIZE)
     char_filters: int = spec(50, "Character CNN filters (0: no character features).", min=0, max=MAX_SIZE)

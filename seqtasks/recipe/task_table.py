@@ -78,7 +78,7 @@ TASKS = {
         ),
         TaskSpec(
             name="sentiment",
-            description="Classify texts from a recurrent encoder's last state or attention pooling.",
+            description="Classify texts from a recurrent encoder's last state, attention or max pooling, one model or an ensemble.",
             data_config=TextClassificationDataConfig,
             model_config=TextClassifierModelConfig,
             implementation="seqtasks.tasks.sentiment:SentimentTask",

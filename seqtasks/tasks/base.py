@@ -61,6 +61,15 @@ class Task(abc.ABC):
         """The examples of a data file in the recipe's format, for `seqtasks eval`, after `restore`."""
         raise SeqtasksError(f"task {self.recipe.task!r} makes its own data; it has no data files to evaluate on")
 
+    def heldout_splits(self):
+        """Named example lists, read by `read_splits`, that training never sees and that choose nothing.
+
+        The runner evaluates the final model on each after the validation
+        split, into `RUN/eval/<name>/`, and records its headline metrics as
+        `metrics[name]`. None by default.
+        """
+        return {}
+
     @abc.abstractmethod
     def prepare(self, train, validation, run_dir):
         """Learns what the model needs from the training examples and writes it into `run_dir` for `restore`."""

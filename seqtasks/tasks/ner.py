@@ -7,6 +7,8 @@ from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [8, 16, 24, 32, 48, 64, 96, 128]
 _VOCABULARY_FILES = ("word_vocab.txt", "char_vocab.txt", "tags.txt")
+# The id of the first word seen once in training; those words come last in word_vocab.txt.
+_SINGLETONS_FILE = "first_singleton.txt"
 
 
 def tag_vocabulary(config, train, validation):
@@ -107,13 +109,25 @@ class NerTask(Task):
     """CoNLL sentences -> word, character and tag vocabularies -> `SequenceTagger` -> seqeval entity F1."""
 
     def read_splits(self):
+        from seqtasks.data.conll import read_conll_documents, split_documents
         from seqtasks.data.labelled_text import split_examples
 
         config = self.recipe.data
-        train = self._read(config.path)
+        self.heldout = []
+        if config.heldout_documents:
+            documents = read_conll_documents(
+                config.path, config.token_column, config.tag_column, config.scheme, config.encoding
+            )
+            train, self.heldout = split_documents(documents, config.heldout_documents, self.recipe.seed)
+        else:
+            train = self._read(config.path)
         if config.validation_path:
             return train, self._read(config.validation_path)
         return split_examples(train, config.validation_size, self.recipe.seed)
+
+    def heldout_splits(self):
+        # Whole documents: sentences of one story share names, so a split by sentence would leak them.
+        return {"heldout": self.heldout} if getattr(self, "heldout", None) else {}
 
     def read_file(self, path):
         from seqtasks.errors import SeqtasksError
@@ -132,29 +146,44 @@ class NerTask(Task):
 
     def prepare(self, train, validation, run_dir):
         from seqtasks.io_utils import write_text_atomic
-        from seqtasks.text.token_features import build_vocabularies
+        from seqtasks.text.token_features import RESERVED, build_vocabularies, word_counts
 
         config = self.recipe.data
         tags = tag_vocabulary(config, train, validation)
         print(f"Sentences: {len(train)} training, {len(validation)} validation; tags: {' '.join(tags)}")
-        word_vocab, char_vocab = build_vocabularies([w for w, _ in train], config.lower_case, config.min_word_count)
+        singletons_last = self.recipe.model.singleton_unk > 0
+        words = [w for w, _ in train]
+        word_vocab, char_vocab = build_vocabularies(
+            words, config.lower_case, config.min_word_count, singletons_last=singletons_last
+        )
+        first_singleton = None
+        if singletons_last:
+            counts = word_counts(words, config.lower_case)
+            first_singleton = len(word_vocab) - sum(1 for word in word_vocab[len(RESERVED) :] if counts[word] == 1)
         for name, vocab in zip(_VOCABULARY_FILES, (word_vocab, char_vocab, tags)):
             write_text_atomic(run_dir / name, "\n".join(vocab) + "\n")
-        self._set(word_vocab, char_vocab, tags)
-        print(f"Vocabularies: {len(word_vocab)} words, {len(char_vocab)} characters")
+        if singletons_last:
+            write_text_atomic(run_dir / _SINGLETONS_FILE, f"{first_singleton}\n")
+        self._set(word_vocab, char_vocab, tags, first_singleton)
+        singletons = f" ({len(word_vocab) - first_singleton} seen once)" if singletons_last else ""
+        print(f"Vocabularies: {len(word_vocab)} words{singletons}, {len(char_vocab)} characters")
 
     def restore(self, run_dir):
         from seqtasks.run_folders import read_lines
 
-        self._set(*(read_lines(run_dir, name) for name in _VOCABULARY_FILES))
+        first_singleton = None
+        if (run_dir / _SINGLETONS_FILE).is_file():
+            first_singleton = int(read_lines(run_dir, _SINGLETONS_FILE)[0])
+        self._set(*(read_lines(run_dir, name) for name in _VOCABULARY_FILES), first_singleton)
 
-    def _set(self, word_vocab, char_vocab, tags):
+    def _set(self, word_vocab, char_vocab, tags, first_singleton=None):
         from seqtasks.text.token_features import TokenFeaturizer
 
         config = self.recipe.data
         self.featurizer = TokenFeaturizer(word_vocab, char_vocab, config.lower_case, config.max_word_length)
         self.vocabulary_sizes = (len(word_vocab), len(char_vocab))
         self.tags = tags
+        self.first_singleton = first_singleton
 
     def datasets(self, train, validation):
         tag_index = {tag: index for index, tag in enumerate(self.tags)}
@@ -175,6 +204,7 @@ class NerTask(Task):
             len(self.tags),
             seed=self.recipe.seed,
             constraints=iob2_constraints(self.tags),
+            first_singleton=self.first_singleton,
         )
 
     def compile_model(self, model):

@@ -1,4 +1,4 @@
-"""Sentiment (text classification): a recurrent encoder's last state or attention pooling -> classes."""
+"""Sentiment (text classification): a recurrent encoder's last state, attention or max pooling -> classes."""
 
 import time
 
@@ -144,9 +144,10 @@ class SentimentTask(Task):
         )
 
     def build_model(self):
-        from seqtasks.models import TextClassifier
+        from seqtasks.models.text_classifier import TextClassifier, TextClassifierEnsemble
 
-        return TextClassifier.from_recipe(self.recipe.model, self.tokenizer.vocab_size, len(self.labels))
+        model_class = TextClassifierEnsemble if self.recipe.model.ensemble > 1 else TextClassifier
+        return model_class.from_recipe(self.recipe.model, self.tokenizer.vocab_size, len(self.labels))
 
     def compile_model(self, model):
         from seqtasks.tasks.classification_common import compile_classifier

@@ -34,12 +34,25 @@ def casing_ids(tokens):
     return ids
 
 
-def build_vocabularies(sentences, lower_case, min_word_count):
-    """Word and character vocabularies (reserved entries first) from training token lists."""
+def word_counts(sentences, lower_case):
+    """How often each word (as looked up, `normalize_words`) occurs in token lists: a `collections.Counter`."""
     flat = tf.constant([token for sentence in sentences for token in sentence])
-    words = collections.Counter(t.decode() for t in normalize_words(flat, lower_case).numpy())
+    return collections.Counter(t.decode() for t in normalize_words(flat, lower_case).numpy())
+
+
+def build_vocabularies(sentences, lower_case, min_word_count, singletons_last=False):
+    """Word and character vocabularies (reserved entries first) from training token lists.
+
+    Words are sorted; with `singletons_last`, the words seen once come after
+    all others (each part sorted), so that they are the ids from
+    `len(word_vocab) - singletons` on.
+    """
+    words = word_counts(sentences, lower_case)
     characters = collections.Counter(c for sentence in sentences for token in sentence for c in token)
-    word_vocab = RESERVED + sorted(w for w, n in words.items() if n >= min_word_count)
+    kept = sorted(w for w, n in words.items() if n >= min_word_count)
+    if singletons_last:
+        kept = [w for w in kept if words[w] > 1] + [w for w in kept if words[w] == 1]
+    word_vocab = RESERVED + kept
     char_vocab = RESERVED + sorted(characters)
     return word_vocab, char_vocab
 
