@@ -61,6 +61,24 @@ def gru_step(x, h, kernel, recurrent_kernel, bias):
     return z * h + (1.0 - z) * candidate
 
 
+def _stack_step(x, cells, state):
+    """Runs `x` up the stacked cells, updating `state` (per layer) in place; returns the top `h`."""
+    for index, (cell_type, kernel, recurrent_kernel, bias) in enumerate(cells):
+        if cell_type == "lstm":
+            state[index] = list(lstm_step(x, *state[index], kernel, recurrent_kernel, bias))
+        else:
+            state[index] = [gru_step(x, state[index][0], kernel, recurrent_kernel, bias)]
+        x = state[index][0]
+    return x
+
+
+def _attend(query, memory, score_fn, memory_mask):
+    """`(weights, context)` of one step's query `(B, d)` over `memory` `(B, Ts, dm)`."""
+    mask = None if memory_mask is None else memory_mask[:, None, :]
+    weights = softmax(score_fn(query[:, None, :], memory), mask)[:, 0]
+    return weights, np.einsum("bs,bsd->bd", weights, memory)
+
+
 def decoder_reference(inputs, memory, cells, score_fn, w_c, initial_state=None, input_feeding=True, memory_mask=None):
     """Luong's attentional decoder, step by step, in NumPy.
 
@@ -79,15 +97,8 @@ def decoder_reference(inputs, memory, cells, score_fn, w_c, initial_state=None, 
     outputs, all_weights = [], []
     for t in range(steps):
         x = np.concatenate([inputs[:, t], fed], -1) if input_feeding else inputs[:, t]
-        for index, (cell_type, kernel, recurrent_kernel, bias) in enumerate(cells):
-            if cell_type == "lstm":
-                state[index] = list(lstm_step(x, *state[index], kernel, recurrent_kernel, bias))
-            else:
-                state[index] = [gru_step(x, state[index][0], kernel, recurrent_kernel, bias)]
-            x = state[index][0]
-        mask = None if memory_mask is None else memory_mask[:, None, :]
-        weights = softmax(score_fn(x[:, None, :], memory), mask)[:, 0]
-        context = np.einsum("bs,bsd->bd", weights, memory)
+        x = _stack_step(x, cells, state)
+        weights, context = _attend(x, memory, score_fn, memory_mask)
         fed = np.tanh(np.concatenate([x, context], -1) @ w_c)
         outputs.append(fed)
         all_weights.append(weights)
@@ -106,18 +117,11 @@ def published_decoder_reference(inputs, memory, cells, score_fn, output_fn, init
     outputs, all_weights = [], []
     for t in range(inputs.shape[1]):
         query = state[-1][0]
-        mask = None if memory_mask is None else memory_mask[:, None, :]
-        weights = softmax(score_fn(query[:, None, :], memory), mask)[:, 0]
-        context = np.einsum("bs,bsd->bd", weights, memory)
+        weights, context = _attend(query, memory, score_fn, memory_mask)
         if gate is not None:
             context = sigmoid(query @ gate[0] + gate[1]) * context
         x = np.concatenate([inputs[:, t], context], -1)
-        for index, (cell_type, kernel, recurrent_kernel, bias) in enumerate(cells):
-            if cell_type == "lstm":
-                state[index] = list(lstm_step(x, *state[index], kernel, recurrent_kernel, bias))
-            else:
-                state[index] = [gru_step(x, state[index][0], kernel, recurrent_kernel, bias)]
-            x = state[index][0]
+        x = _stack_step(x, cells, state)
         outputs.append(output_fn(x, inputs[:, t], context))
         all_weights.append(weights)
     return np.stack(outputs, 1), np.stack(all_weights, 1)
