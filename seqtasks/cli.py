@@ -163,6 +163,31 @@ def evaluate(target, data_path, overrides, checkpoint, output_dir):
         click.echo(f"  {key}: {value:.4f}")
 
 
+@main.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(), metavar="RUN...")
+@click.option(
+    "--output", "figure", required=True, type=click.Path(dir_okay=False), help="The figure to write (.png); the "
+    "numbers go beside it with .csv."
+)
+@click.option("--metric", default=None, help="The score to draw (default: BLEU for translation, sequence accuracy "
+              "for the toy).")
+@click.option("--label", "labels", multiple=True, help="A name for each run, in order (default: the recipe name).")
+def compare(runs, figure, metric, labels):
+    """Draw finished runs' scores by source length, a line per run (Bahdanau et al.'s figure 2 for your models).
+
+    RUN is a translation or toy run folder (or its metrics.json). The buckets
+    are evaluation.length_buckets; the CSV file has every score and count.
+    """
+    from seqtasks.compare import compare_by_length
+
+    try:
+        figure_path, csv_path = compare_by_length(runs, figure, metric, labels)
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+    click.echo(f"Figure: {figure_path}")
+    click.echo(f"Numbers: {csv_path}")
+
+
 @main.command("export")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @_OVERRIDES

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from seqtasks.checkpoints import read_state
 from seqtasks.errors import SeqtasksError
+from seqtasks.length_buckets import by_length_scalars
 
 FIGURE_PATTERNS = ("*.png", "attention/*.png")
 
@@ -18,7 +19,8 @@ def record_evaluation(run_dir, out_dir, model, evaluate):
     """Runs `evaluate()` (returning the task's `Evaluation`) and logs its metrics and the figures it drew.
 
     Scalars are the headline metrics (`metrics["validation"]`, nested names
-    joined by `/`) under `evaluation/`; images are the PNG files in
+    joined by `/`) under `evaluation/`, and the scores and counts by source
+    length (`metrics["by_length"]`) under `evaluation/by_length/<bucket>/`; images are the PNG files in
     `out_dir` and `out_dir/attention/` that this evaluation wrote or
     rewrote. Returns the `Evaluation`.
     """
@@ -26,10 +28,13 @@ def record_evaluation(run_dir, out_dir, model, evaluate):
     before = figure_stamps(out_dir)
     evaluation = evaluate()
     figures = [path for path, stamp in figure_stamps(out_dir).items() if before.get(path) != stamp]
+    logged = dict(evaluation.metrics.get("validation", {}))
+    if "by_length" in evaluation.metrics:
+        logged["by_length"] = by_length_scalars(evaluation.metrics["by_length"])
     write_evaluation_summaries(
         log_folder(run_dir, out_dir),
         training_step(model, run_dir),
-        evaluation.metrics.get("validation", {}),
+        logged,
         {_figure_tag(path, out_dir): path for path in sorted(figures)},
     )
     return evaluation

@@ -143,3 +143,30 @@ def _save(figure, path, dpi):
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def save_length_comparison(labels, buckets, series, metric, unit, path):
+    """One line per run of `metric` over the length `buckets` (`series`: `{label: [value or None, ...]}`).
+
+    Empty buckets leave gaps. The x labels carry each bucket's size, `labels`
+    `[bucket label with count, ...]`, from the first run.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    figure, axes = plt.subplots(figsize=(max(5.0, 1.1 * len(buckets) + 2), 4.0))
+    positions = np.arange(len(buckets))
+    for (name, values), marker in zip(series.items(), "osD^v<>ph*"):
+        points = np.array([np.nan if value is None else value for value in values], dtype=float)
+        axes.plot(positions, points, marker=marker, label=name)
+    axes.set_xticks(positions, labels)
+    axes.set_xlabel(f"length in {unit}; examples per bucket in brackets")
+    axes.set_ylabel(metric)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    _save(figure, path, dpi=100)
+    plt.close(figure)

@@ -148,3 +148,40 @@ def linear_deep_output(l_h, l_z):
         return embedded + state @ l_h + context @ l_z
 
     return output_fn
+
+
+def plain_decoder_reference(inputs, cells, output_fn, initial_state, summary=None, fed_size=None):
+    """The encoder-decoder without attention (Sutskever et al.; Cho et al. with `summary`), in NumPy.
+
+    Step `t` reads `x_t`, then `c` (the summary, when given), then with
+    input feeding (`fed_size`, the output size) `h̃_{t-1}`, `h̃_{-1} = 0`;
+    the output is `h̃_t = output_fn(s_t, x_t, c)` (`c` is `None` without a
+    summary). Returns the outputs `(B, Tt, d)`.
+    """
+    state = [list(layer_state) for layer_state in initial_state]
+    fed = None if fed_size is None else np.zeros((inputs.shape[0], fed_size))
+    outputs = []
+    for t in range(inputs.shape[1]):
+        pieces = [inputs[:, t]] + ([] if summary is None else [summary]) + ([] if fed is None else [fed])
+        x = _stack_step(np.concatenate(pieces, -1), cells, state)
+        output = output_fn(x, inputs[:, t], summary)
+        fed = None if fed is None else output
+        outputs.append(output)
+    return np.stack(outputs, 1)
+
+
+def decoder_cells(decoder):
+    """An `AttentionDecoder`'s stacked cells as `(cell_type, kernel, recurrent_kernel, bias)` NumPy tuples."""
+    return [
+        (decoder.cell_type, np.array(rnn.cell.kernel), np.array(rnn.cell.recurrent_kernel), np.array(rnn.cell.bias))
+        for rnn in decoder.rnn_layers
+    ]
+
+
+def random_initial_state(config, batch, rng):
+    """A random per-layer initial state for an `AttentionDecoder` of `config`: `[h, c]` (LSTM) or `[h]` (GRU)."""
+    per_layer = 2 if config.get("cell_type", "lstm") == "lstm" else 1
+    return [
+        [rng.normal(size=(batch, config["units"])).astype("float32") for _ in range(per_layer)]
+        for _ in range(config.get("num_layers", 1))
+    ]

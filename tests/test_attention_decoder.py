@@ -177,7 +177,7 @@ def test_the_memory_mask_prepared_for_stepping_is_boolean():
         ({"units": 8, "dropout": 1}, r"Expected a rate in \[0, 1\). Received: dropout=1"),
         (
             {"units": 8, "attention": "dot"},
-            r"Expected one of \{'bahdanau', 'luong'\}. Received: attention='dot'",
+            r"Expected one of \{'bahdanau', 'luong', 'none'\}. Received: attention='dot'",
         ),
     ],
 )

@@ -141,3 +141,19 @@ def test_the_runner_logs_every_evaluation(tmp_path):
         "evaluation/bleu": [(30, 1.0)],
         "evaluation/attention/attention_0": [(30, (3, 5, (255, 0, 0)))],
     }
+
+
+def test_scores_by_length_are_logged_per_bucket_with_their_counts(tmp_path):
+    from seqtasks.length_buckets import scores_by_length
+
+    by_length = scores_by_length([3, 4, 12], [5, 10], lambda ix: {"bleu": 10.0 * len(ix)}, "source words")
+    model = SimpleNamespace(optimizer=SimpleNamespace(built=True, iterations=np.int64(3)))
+    record_evaluation(tmp_path, tmp_path, model, lambda: Evaluation({"validation": {"bleu": 9.5}, "by_length": by_length}))
+    assert _events(tmp_path / "logs" / "evaluation") == {
+        "evaluation/bleu": [(3, 9.5)],
+        "evaluation/by_length/1-5/count": [(3, 2.0)],
+        "evaluation/by_length/1-5/bleu": [(3, 20.0)],
+        "evaluation/by_length/6-10/count": [(3, 0.0)],
+        "evaluation/by_length/11+/count": [(3, 1.0)],
+        "evaluation/by_length/11+/bleu": [(3, 10.0)],
+    }

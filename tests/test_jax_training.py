@@ -26,13 +26,18 @@ extra = {
                     "data.target_vocab_size=400"] + tiny,
     "sentiment": ["data.validation_size=20", "data.vocab_size=300", "model.encoder.units=8", "model.embedding_dim=8"],
     "ner": ["model.encoder.units=8", "model.word_embedding_dim=8", "model.char_filters=4"],
+    # The decoder without attention (beam search, n-best), named apart so it has its own folders.
+    "translation-none": ["data.path=" + SAMPLE_PAIRS_PATH, "data.validation_size=20", "data.max_length=12",
+                         "data.source_vocab_size=400", "data.target_vocab_size=400", "name=translation-none",
+                         "model.attention.type=none", "model.decoder.summary_input=true", "model.decoding.n_best=2"]
+                        + tiny[:-1] + ["model.decoding.beam_width=3"],
     "captioning": ["data.max_train_images=41", "data.max_validation_images=5", "model.decoder.units=8",
                    "model.decoding.beam_width=1"],
 }
 results = {}
 for task, overrides in extra.items():
     flags = [flag for override in common + overrides for flag in ("--set", override)]
-    out = CliRunner().invoke(main, ["run", task, "--output-dir", root + "/runs"] + flags)
+    out = CliRunner().invoke(main, ["run", task.split("-")[0], "--output-dir", root + "/runs"] + flags)
     results[task] = {"exit": out.exit_code, "output": out.output[-3000:], "error": str(out.exception or "")[-1000:]}
 print(json.dumps(results))
 """
@@ -82,6 +87,16 @@ def test_a_translation_export_writes_what_the_jax_model_wrote(jax_runs):
     assert any(hypotheses)
 
 
+def test_a_model_without_attention_trains_under_jax_and_its_export_writes_what_it_wrote(jax_runs):
+    run_dir, output, metrics = jax_runs["translation-none"]
+    assert "Keras backend: jax" in output and "this model has no attention" in output
+    assert sum(entry["count"] for entry in metrics["by_length"]["buckets"]) == 20
+    rows = [line.split("\t") for line in (run_dir / "translations.tsv").read_text(encoding="utf-8").split("\n") if line]
+    served = serve_in_tensorflow_only(_export(run_dir, "translation-none"), {"sample": [row[0] for row in rows]})["sample"]
+    assert served["translation"]["value"] == [row[1] for row in rows]
+    assert served["translations"]["shape"] == [20, 2]
+
+
 def test_a_sentiment_export_labels_as_the_jax_model_did(jax_runs):
     run_dir, _, _ = jax_runs["sentiment"]
     rows = [line.split("\t") for line in (run_dir / "predictions.tsv").read_text(encoding="utf-8").split("\n") if line]
@@ -97,15 +112,3 @@ def test_a_ner_export_tags_as_the_jax_model_did(jax_runs):
     served = serve_in_tensorflow_only(_export(run_dir, "ner"), {"sample": texts})["sample"]
     for rows, tags in zip(sentences, served["tags"]["value"]):
         assert tags[: len(rows)] == [predicted for _, _, predicted in rows]
-
-
-def test_a_jax_run_stopped_mid_epoch_resumes_as_the_uninterrupted_run(tmp_path, jax_env):
-    from conftest import run_python
-    from test_exact_resume import COMMON, _translation, stop_and_resume_script
-
-    script = stop_and_resume_script(tmp_path, COMMON + _translation(tmp_path))
-    result = run_python(script, env=jax_env, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    histories = json.loads(result.stdout.strip().splitlines()[-1])
-    assert len(histories["uninterrupted"]["loss"]) == 2 and histories["epochs"] == 2
-    assert histories["resumed"] == histories["uninterrupted"]

@@ -5,15 +5,17 @@ import numpy as np
 import pytest
 from attention_reference import (
     bahdanau_scores,
+    decoder_cells,
     linear_deep_output,
     luong_scores,
     maxout_deep_output,
     published_decoder_reference,
+    random_initial_state,
 )
+from decoder_search import check_beam_one_is_greedy_and_wider_no_worse
 from layer_test_utils import run_layer_test
 from numerics import tolerance
 
-from seqtasks.decoding import beam_search, greedy_search, tile_beams
 from seqtasks.layers import AttentionDecoder
 
 pytestmark = pytest.mark.backends
@@ -25,18 +27,8 @@ MEMORY_MASK = np.arange(7)[None, :] < np.array([7, 4, 2])[:, None]
 
 
 def _initial_state(config):
-    per_layer = 2 if config.get("cell_type", "lstm") == "lstm" else 1
-    return [
-        [RNG.normal(size=(3, config["units"])).astype("float32") for _ in range(per_layer)]
-        for _ in range(config.get("num_layers", 1))
-    ]
+    return random_initial_state(config, 3, RNG)
 
-
-def _cells(decoder):
-    return [
-        (decoder.cell_type, np.array(rnn.cell.kernel), np.array(rnn.cell.recurrent_kernel), np.array(rnn.cell.bias))
-        for rnn in decoder.rnn_layers
-    ]
 
 
 def _score_fn(decoder):
@@ -90,7 +82,7 @@ def test_teacher_forcing_matches_the_papers_equations_in_numpy(config):
     if decoder.gate:
         gate = (np.array(decoder.gate_dense.kernel), np.array(decoder.gate_dense.bias))
     expected, expected_weights = published_decoder_reference(
-        TARGET, MEMORY, _cells(decoder), _score_fn(decoder), _output_fn(decoder), initial_state, MEMORY_MASK, gate
+        TARGET, MEMORY, decoder_cells(decoder), _score_fn(decoder), _output_fn(decoder), initial_state, MEMORY_MASK, gate
     )
     np.testing.assert_allclose(np.array(weights), expected_weights, **tolerance(atol=1e-5))
     np.testing.assert_allclose(np.array(outputs), expected, **tolerance(atol=1e-5))
@@ -242,30 +234,10 @@ def test_dropout_falls_on_the_deep_output_only_when_training():
 
 
 def test_greedy_and_beam_search_decode_with_the_published_decoder():
-    # The decoder's outputs projected onto a 7-word vocabulary: beam search of width 1 is greedy search,
-    # and a width of 4 finds a hypothesis at least as probable as the greedy one.
     decoder = AttentionDecoder(**RNNSEARCH)
     decoder.build((None, None, 6), MEMORY.shape)
-    embeddings = RNG.normal(size=(7, 6)).astype("float32")
-    projection = RNG.normal(scale=3.0, size=(5, 7)).astype("float32")
-
-    def step_fn(ids, carry):
-        state, cache = carry
-        output, state, _ = decoder.step(keras.ops.take(embeddings, ids, axis=0), state, cache)
-        return keras.ops.matmul(output, projection), (state, cache)
-
-    initial_state = _initial_state(RNNSEARCH)
-
-    def initial(beam_width):
-        carry = (decoder.get_initial_state(3, initial_state), decoder.prepare_memory(MEMORY, MEMORY_MASK))
-        return carry if beam_width is None else tile_beams(carry, beam_width)
-
-    start = np.ones(3, "int32")
-    greedy_ids, _, greedy_scores, _ = greedy_search(step_fn, initial(None), start, end_id=2, max_length=6)
-    ids, _, scores, _ = beam_search(step_fn, initial(1), start, end_id=2, max_length=6, beam_width=1)
-    np.testing.assert_array_equal(np.array(ids), np.array(greedy_ids))
-    _, _, wide_scores, _ = beam_search(step_fn, initial(4), start, end_id=2, max_length=6, beam_width=4)
-    assert np.all(np.array(wide_scores) >= np.array(greedy_scores) - 1e-5)
+    state = decoder.get_initial_state(3, _initial_state(RNNSEARCH))
+    check_beam_one_is_greedy_and_wider_no_worse(decoder, state, decoder.prepare_memory(MEMORY, MEMORY_MASK), RNG)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

@@ -18,7 +18,7 @@ def test_layer_example_runs(fresh_python):
     (code,) = re.findall(r"```python\n(.*?)```", _section("Using the layers in your own Keras model"), re.S)
     result = fresh_python(code)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-2:] == ["(2, 4, 32) (2, 4, 32)", "(2, 4, 1000)"]
+    assert result.stdout.strip().splitlines()[-3:] == ["(2, 4, 32) (2, 4, 32)", "(2, 4, 64)", "(2, 4, 1000)"]
 
 
 def test_quickstart_has_two_commands_and_ci_runs_the_test_one():

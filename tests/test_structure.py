@@ -11,11 +11,11 @@ from conftest import REPO
 # Lowest first. A module may import its own floor and the floors below.
 FLOORS = [
     ["errors", "special_ids", "progress", "quiet", "regular_files"],
-    ["io_utils", "plots", "distribute", "compiled", "layers", "decoding", "recipe"],
+    ["io_utils", "plots", "distribute", "compiled", "layers", "decoding", "recipe", "length_buckets"],
     ["text", "data", "losses", "optimizers", "checkpoints", "export"],
     ["models", "training", "run_folders", "training_progress", "evaluation_summaries"],
     ["tasks"],
-    ["runner", "backends", "predict", "model_card", "api"],
+    ["runner", "backends", "predict", "model_card", "api", "compare"],
     ["tensorflow_export"],
     ["cli", "__main__"],
 ]

@@ -40,6 +40,12 @@ def test_the_model_learns_to_reverse(toy_run):
     losses = metrics["history"]["loss"]
     assert losses[-1] < losses[0] / 10
     assert "validation sequence_accuracy" in output
+    # Scores by length: the buckets' counts add up, and their accuracies average back to the whole.
+    buckets = [entry for entry in metrics["by_length"]["buckets"] if entry["count"]]
+    assert [entry["bucket"] for entry in buckets] == ["1-5", "6-10"] and sum(e["count"] for e in buckets) == 300
+    overall = sum(e["count"] * e["sequence_accuracy"] for e in buckets) / 300
+    assert overall == pytest.approx(metrics["validation"]["sequence_accuracy"])
+    assert "By source length (source symbols):" in output
 
 
 @pytest.mark.slow
@@ -200,3 +206,18 @@ def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(tmp_path)
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0 and "Resuming" not in result.output
     assert len(list((tmp_path / "toy").iterdir())) == 2
+
+
+@pytest.mark.slow
+def test_without_attention_the_toy_trains_decodes_n_best_and_serves_with_tensorflow_alone(tmp_path):
+    # Sutskever et al.'s kind: the source reaches the decoder only through the bridge's initial state.
+    overrides = ["model.attention.type=none", "model.decoding.beam_width=3", "model.decoding.n_best=2", "training.epochs=6"]
+    run_dir, output = run_recipe("toy", tmp_path / "runs", f"export.directory={tmp_path / 'exports'}", *overrides)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    # The plain encoder-decoder learns short reversals, and does worse on the longer ones.
+    short, longer = [entry for entry in metrics["by_length"]["buckets"] if entry["count"]]
+    assert short["sequence_accuracy"] >= 0.5 and short["sequence_accuracy"] > longer["sequence_accuracy"]
+    out = serve_in_tensorflow_only(tmp_path / "exports" / "toy" / "1", {"digits": ["3 1 4", "2 7 1 8"]})["digits"]
+    assert out["outputs"]["shape"] == [2, 2] and out["output"]["value"] == [row[0] for row in out["outputs"]["value"]]
+    assert out["output"]["value"][0] == "4 1 3"
+    assert all(first >= second for first, second in out["scores"]["value"])

@@ -189,3 +189,43 @@ def test_benchmark_baselines_train_and_decode_from_a_run_folder(translation_run,
     assert record["first_step_seconds"] > 0 and record["train_target_tokens_per_second"] > 0
     assert 0.0 <= record["bleu_greedy"] <= 100.0 and record["greedy_sentences_per_second"] > 0
     assert record["parameters"] > 0
+
+
+def test_the_run_scores_each_source_length_bucket_and_counts_them(translation_run):
+    _, run_dir, output = translation_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    by_length = metrics["by_length"]
+    assert by_length["unit"] == "source words" and by_length["edges"] == [5, 10, 15, 20, 30]
+    assert [entry["bucket"] for entry in by_length["buckets"]] == ["1-5", "6-10", "11-15", "16-20", "21-30", "31+"]
+    sources = [line.split("\t")[0] for line in (run_dir / "translations.tsv").read_text().splitlines()]
+    counts = [sum(lo <= len(s.split()) <= hi for s in sources) for lo, hi in [(0, 5), (6, 10), (11, 15), (16, 20), (21, 30), (31, 999)]]
+    assert [entry["count"] for entry in by_length["buckets"]] == counts
+    for entry in by_length["buckets"]:
+        assert ("bleu" in entry and "chrf" in entry) == (entry["count"] > 0)
+    assert "By source length (source words):" in output
+
+
+PLAIN = ["model.attention.type=none", "model.decoder.summary_input=true", "model.decoder.placement=after",
+         "model.decoder.deep_output=null", "model.decoding.n_best=2"]
+
+
+@pytest.mark.slow
+def test_a_model_without_attention_trains_decodes_and_serves_but_draws_no_heatmaps(tmp_path):
+    import seqtasks
+    from seqtasks.errors import SeqtasksError
+
+    write_sample_pairs(tmp_path / "pairs.tsv", 300)
+    (tmp_path / "tiny.yaml").write_text(RECIPE)
+    run_dir, output = run_recipe(
+        tmp_path / "tiny.yaml", tmp_path / "runs", f"export.directory={tmp_path / 'exports'}", "training.epochs=2", *PLAIN
+    )
+    assert "Attention heatmaps: none drawn, this model has no attention" in output
+    assert not (run_dir / "attention").exists()
+    assert sum(entry["count"] for entry in json.loads((run_dir / "metrics.json").read_text())["by_length"]["buckets"]) == 40
+    rows = [line.split("\t") for line in (run_dir / "translations.tsv").read_text().splitlines()[:6]]
+    served = serve_in_tensorflow_only(tmp_path / "exports" / "tiny" / "1", {"rows": [row[0] for row in rows]})["rows"]
+    assert served["translation"]["value"] == [row[1] for row in rows]
+    assert served["translations"]["shape"] == [6, 2]
+    assert all(a >= b for a, b in served["scores"]["value"])
+    with pytest.raises(SeqtasksError, match=r"this model has no attention \(model.attention.type: none\)"):
+        seqtasks.load(run_dir).translate(rows[0][0], attention=True)

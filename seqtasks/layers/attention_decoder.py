@@ -13,7 +13,7 @@ from seqtasks.layers.bahdanau_attention import BahdanauAttention
 from seqtasks.layers.luong_attention import SCORES, LuongAttention
 
 DECODER_CELL_TYPES = ("lstm", "gru")
-ATTENTION_TYPES = ("bahdanau", "luong")
+ATTENTION_TYPES = ("bahdanau", "luong", "none")
 COMBINE_MODES = ("tanh", "residual")
 PLACEMENTS = ("after", "before")
 DEEP_OUTPUTS = (None, "maxout", "linear")
@@ -60,6 +60,15 @@ class AttentionDecoder(keras.layers.Layer):
       `output_size` is the embedding size (it defaults to it). The caller's
       vocabulary projection is the paper's `L_o`.
 
+    With `attention="none"` the decoder does not attend: it is the plain
+    encoder-decoder the attention papers compare against (Sutskever et al.;
+    Cho et al.). The output is made from `h_t` alone (`tanh(W_c h_t)`, or
+    `LayerNorm(h_t)` with `combine="residual"`), and `memory` is not read,
+    except with `summary_input=True`: then `memory` is a summary of the
+    source, `(batch, memory_dim)` (such as the encoder's final state), that
+    enters every step as a fixed context, concatenated to the cell input and
+    read by the output like `c_t` (Cho et al. 2014, eqs. for `h_t` and `y_t`).
+
     `call` runs a whole target sequence at once (teacher forcing). With input
     feeding or `placement="before"` the steps depend on each other through
     the attention and run in a `keras.ops.scan`; otherwise (Luong's placement
@@ -73,7 +82,7 @@ class AttentionDecoder(keras.layers.Layer):
         units: int, the state size of every recurrent layer.
         num_layers: int, how many recurrent layers to stack. Defaults to 1.
         cell_type: `"lstm"` or `"gru"`.
-        attention: `"bahdanau"` or `"luong"`.
+        attention: `"bahdanau"`, `"luong"` or `"none"` (no attention).
         score: the Luong score, one of `"dot"`, `"general"`, `"concat"`
             (ignored for Bahdanau). `"dot"` needs memory of size `units`.
         attention_units: hidden size of the Bahdanau and Luong `concat`
@@ -96,6 +105,8 @@ class AttentionDecoder(keras.layers.Layer):
             context into the first cell (Bahdanau; Show, Attend and Tell).
         deep_output: `None` (the `combine` above), `"maxout"` or `"linear"`,
             the papers' output layers that also read the previous word.
+        summary_input: bool, with `attention="none"` only: `memory` is a
+            summary vector `(batch, memory_dim)` fed to every step.
         dropout: float, dropout rate between recurrent layers and on `h̃`.
         seed: optional int, seed of the dropout masks.
         kernel_initializer: initializer of every kernel: the recurrent
@@ -113,7 +124,9 @@ class AttentionDecoder(keras.layers.Layer):
     Call arguments:
         inputs: `(batch, Tt, features)`, the embedded target inputs (the
             target shifted right, starting with a start token).
-        memory: `(batch, Ts, memory_dim)`, the encoder outputs.
+        memory: `(batch, Ts, memory_dim)`, the encoder outputs; with
+            `attention="none"`, the summary `(batch, memory_dim)` when
+            `summary_input=True`, else unused (`None`).
         initial_state: optional list with one entry per layer, each a list of
             `(batch, units)` tensors (`[h, c]` for LSTM, `[h]` for GRU), such
             as the `states` returned by a unidirectional `StackedRNN` of the
@@ -123,7 +136,8 @@ class AttentionDecoder(keras.layers.Layer):
         memory_mask: optional `(batch, Ts)` boolean; padded source positions
             get zero attention. Taken from the Keras mask of `memory`.
         training: bool, whether dropout is active.
-        return_attention: bool, whether to also return the attention weights.
+        return_attention: bool, whether to also return the attention weights
+            (an error with `attention="none"`, which has none).
 
     Returns:
         `outputs` of shape `(batch, Tt, output_size)`, carrying the target
@@ -150,6 +164,9 @@ class AttentionDecoder(keras.layers.Layer):
         the `"before"` placement, the maxout deep output).
         Xu et al., "Show, Attend and Tell", ICML 2015 (gating scalar, the
         `"linear"` deep output).
+        Cho et al., "Learning Phrase Representations using RNN
+        Encoder-Decoder for Statistical Machine Translation", EMNLP 2014
+        (the summary fed to every step, `summary_input`).
     """
 
     def __init__(
@@ -170,6 +187,7 @@ class AttentionDecoder(keras.layers.Layer):
         combine="tanh",
         placement="after",
         deep_output=None,
+        summary_input=False,
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         bias_initializer="zeros",
@@ -197,6 +215,19 @@ class AttentionDecoder(keras.layers.Layer):
                 f"deep_output={deep_output!r} replaces the combination of state and context. "
                 "Received: combine='residual'"
             )
+        if attention == "none":
+            if gate:
+                raise ValueError("gate=True scales an attention context; attention='none' has none. Received: gate=True")
+            if placement != "after":
+                raise ValueError(
+                    "placement says where attention sits in a step; attention='none' has none (summary_input "
+                    f"feeds a fixed context instead). Received: placement={placement!r}"
+                )
+        elif summary_input:
+            raise ValueError(
+                f"summary_input feeds a fixed summary instead of an attention context, so it needs "
+                f"attention='none'. Received: attention={attention!r}"
+            )
         if input_feeding is None:
             input_feeding = placement == "after"
         if input_feeding and placement == "before":
@@ -220,6 +251,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.combine = combine
         self.placement = placement
         self.deep_output = deep_output
+        self.summary_input = bool(summary_input)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -237,10 +269,17 @@ class AttentionDecoder(keras.layers.Layer):
     def _states_per_layer(self):
         return 2 if self.cell_type == "lstm" else 1
 
-    def build(self, inputs_shape, memory_shape, initial_state_shape=None):
+    def build(self, inputs_shape, memory_shape=None, initial_state_shape=None):
         rnn_class = keras.layers.LSTM if self.cell_type == "lstm" else keras.layers.GRU
         self._inputs_dim = input_dim = inputs_shape[-1]
-        memory_dim = memory_shape[-1]
+        has_context = self.attention != "none" or self.summary_input
+        if has_context and memory_shape is None:
+            raise ValueError(
+                "Expected memory: the encoder outputs, or with attention='none' and summary_input=True, the "
+                "summary. Received: memory=None"
+            )
+        # The width of what the output reads beside the state: the context, or the summary, or nothing.
+        memory_dim = memory_shape[-1] if has_context else 0
         if self.deep_output == "linear" and self.attentional_size != input_dim:
             raise ValueError(
                 f"deep_output='linear' adds the input embedding (size {input_dim}) to the output, so "
@@ -248,7 +287,7 @@ class AttentionDecoder(keras.layers.Layer):
             )
         if self.input_feeding:
             input_dim += self.attentional_size
-        if self.placement == "before":
+        if self.placement == "before" or self.summary_input:
             input_dim += memory_dim
         self.rnn_layers = []
         for index in range(self.num_layers):
@@ -266,6 +305,7 @@ class AttentionDecoder(keras.layers.Layer):
             self.rnn_layers.append(layer)
             input_dim = self.units
         attention_units = self.attention_units or self.units
+        self.attention_layer = None
         if self.attention == "bahdanau":
             self.attention_layer = BahdanauAttention(
                 attention_units,
@@ -274,7 +314,7 @@ class AttentionDecoder(keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name="attention",
             )
-        else:
+        elif self.attention == "luong":
             self.attention_layer = LuongAttention(
                 score=self.score,
                 units=attention_units if self.score == "concat" else None,
@@ -283,7 +323,8 @@ class AttentionDecoder(keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name="attention",
             )
-        self.attention_layer.build((None, self.units), memory_shape)
+        if self.attention_layer is not None:
+            self.attention_layer.build((None, self.units), memory_shape)
         self.gate_dense = None
         if self.gate:
             self.gate_dense = keras.layers.Dense(
@@ -303,9 +344,11 @@ class AttentionDecoder(keras.layers.Layer):
             )
         elif self.deep_output == "linear":
             self.deep_state_dense = self._output_projection(self.attentional_size, self.units, "deep_state")
-            self.deep_context_dense = self._output_projection(self.attentional_size, memory_dim, "deep_context")
+            if memory_dim:
+                self.deep_context_dense = self._output_projection(self.attentional_size, memory_dim, "deep_context")
         elif self.combine == "residual":
-            self.output_dense = self._output_projection(self.attentional_size, memory_dim, "attentional_dense")
+            if memory_dim:
+                self.output_dense = self._output_projection(self.attentional_size, memory_dim, "attentional_dense")
             self.output_norm = keras.layers.LayerNormalization(dtype=self.dtype_policy, name="attentional_norm")
             self.output_norm.build((None, self.units))
         else:
@@ -327,16 +370,18 @@ class AttentionDecoder(keras.layers.Layer):
         return layer
 
     def _attentional(self, state, context, inputs):
-        """The output from the top state, the context and the input embedding."""
+        """The output from the top state, the context (`None` without one) and the input embedding."""
+        with_context = [] if context is None else [context]
         if self.deep_output == "maxout":
-            hidden = self.output_dense(ops.concatenate([state, inputs, context], axis=-1))
+            hidden = self.output_dense(ops.concatenate([state, inputs, *with_context], axis=-1))
             size = self.attentional_size
             return ops.maximum(hidden[..., :size], hidden[..., size:])
         if self.deep_output == "linear":
-            return inputs + self.deep_state_dense(state) + self.deep_context_dense(context)
+            output = inputs + self.deep_state_dense(state)
+            return output if context is None else output + self.deep_context_dense(context)
         if self.output_norm is None:
-            return self.output_dense(ops.concatenate([state, context], axis=-1))
-        return self.output_norm(state + self.output_dense(context))
+            return self.output_dense(ops.concatenate([state, *with_context], axis=-1))
+        return self.output_norm(state if context is None else state + self.output_dense(context))
 
     def _require_built(self):
         if not self.built:
@@ -350,9 +395,12 @@ class AttentionDecoder(keras.layers.Layer):
 
         The key projection is computed here once, not at every step. The mask
         is all `True` when not given, so the cache is a tuple of tensors that
-        beam search can tile.
+        beam search can tile. With `attention="none"` the cache is
+        `(summary,)` with `summary_input=True`, else empty.
         """
         self._require_built()
+        if self.attention == "none":
+            return (memory,) if self.summary_input else ()
         if memory_mask is None:
             memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
         keys = self.attention_layer.prepare_keys(memory)
@@ -419,7 +467,7 @@ class AttentionDecoder(keras.layers.Layer):
         Returns:
             `(output, state, weights)`: the attentional vector
             `(batch, output_size)`, the new flat state and the attention
-            weights `(batch, Ts)`.
+            weights `(batch, Ts)` (`None` with `attention="none"`).
         """
         self._require_built()
         masks = self._dropout_masks(1, ops.shape(inputs)[0], training)
@@ -428,9 +476,15 @@ class AttentionDecoder(keras.layers.Layer):
         return self._step(inputs, state, memory_cache, masks)
 
     def _step(self, inputs, state, memory_cache, dropout_masks):
-        memory, keys, memory_mask = memory_cache
         layer_states = self._layer_states(state)
         x = inputs
+        context = weights = None
+        if self.attention == "none":
+            if self.summary_input:
+                (context,) = memory_cache
+                x = ops.concatenate([x, context], axis=-1)
+        else:
+            memory, keys, memory_mask = memory_cache
         if self.placement == "before":
             # The query is the previous top state, h before c for an LSTM.
             context, weights = self._attend(layer_states[-1][0], keys, memory, memory_mask)
@@ -445,7 +499,7 @@ class AttentionDecoder(keras.layers.Layer):
             if not isinstance(layer_new_state, (list, tuple)):
                 layer_new_state = [layer_new_state]
             new_state.extend(layer_new_state)
-        if self.placement == "after":
+        if self.placement == "after" and self.attention != "none":
             context, weights = self._attend(x, keys, memory, memory_mask)
         output = self._attentional(x, context, inputs)
         if dropout_masks is not None:
@@ -477,13 +531,14 @@ class AttentionDecoder(keras.layers.Layer):
     def call(
         self,
         inputs,
-        memory,
+        memory=None,
         initial_state=None,
         inputs_mask=None,
         memory_mask=None,
         training=None,
         return_attention=False,
     ):
+        self._check_return_attention(return_attention)
         batch_size = ops.shape(inputs)[0]
         cache = self.prepare_memory(memory, memory_mask)
         state = self.get_initial_state(batch_size, initial_state)
@@ -497,11 +552,18 @@ class AttentionDecoder(keras.layers.Layer):
             return outputs, weights
         return outputs
 
+    def _check_return_attention(self, return_attention):
+        if return_attention and self.attention == "none":
+            raise ValueError(
+                "This decoder has no attention weights to return: it was built with attention='none'. "
+                "Received: return_attention=True"
+            )
+
     def _run_scan(self, inputs, state, cache, training):
         time_major = ops.transpose(inputs, (1, 0, 2))
         batch_size = ops.shape(inputs)[0]
         masks = self._dropout_masks(ops.shape(time_major)[0], batch_size, training)
-        memory_mask = cache[2]
+        attends = self.attention != "none"
 
         input_dim = inputs.shape[-1]
         mask_sizes = [] if masks is None else [mask.shape[-1] for mask in masks]
@@ -517,44 +579,58 @@ class AttentionDecoder(keras.layers.Layer):
                 pieces = ops.split(step_inputs, np.cumsum([input_dim] + mask_sizes[:-1]).tolist(), axis=-1)
                 step_inputs, step_masks = pieces[0], pieces[1:]
             output, new_state, weights = self._step(step_inputs, carry[0], cache, step_masks)
-            new_carry = (new_state, output, ops.cast(weights, self.compute_dtype))
+            new_carry = (new_state, output)
+            if attends:
+                new_carry += (ops.cast(weights, self.compute_dtype),)
             return new_carry, new_carry
 
-        init = (
-            state,
-            ops.zeros((batch_size, self.attentional_size), dtype=self.compute_dtype),
-            ops.zeros_like(ops.cast(memory_mask, self.compute_dtype)),
-        )
+        init = (state, ops.zeros((batch_size, self.attentional_size), dtype=self.compute_dtype))
+        if attends:
+            init += (ops.zeros_like(ops.cast(cache[2], self.compute_dtype)),)
         xs = time_major if masks is None else ops.concatenate([time_major, *masks], axis=-1)
-        _, (_, outputs, weights) = ops.scan(body, init, xs)
-        return ops.transpose(outputs, (1, 0, 2)), ops.transpose(weights, (1, 0, 2))
+        _, (_, outputs, *weights) = ops.scan(body, init, xs)
+        weights = ops.transpose(weights[0], (1, 0, 2)) if attends else None
+        return ops.transpose(outputs, (1, 0, 2)), weights
 
     def _run_fused(self, inputs, state, cache, inputs_mask, training):
-        memory, keys, memory_mask = cache
         x = inputs
+        summary = None
+        if self.summary_input:
+            (summary,) = cache
+            summary = ops.broadcast_to(
+                ops.expand_dims(summary, 1), (ops.shape(inputs)[0], ops.shape(inputs)[1], ops.shape(summary)[-1])
+            )
+            x = ops.concatenate([x, summary], axis=-1)
         for index, layer_state in enumerate(self._layer_states(state)):
             if index > 0 and training and self.dropout > 0.0:
                 x = keras.random.dropout(x, self.dropout, seed=self.seed_generator)
             x, *_ = self.rnn_layers[index](
                 x, initial_state=layer_state, mask=inputs_mask, training=training
             )
-        context, weights = self._attend(x, keys, memory, memory_mask)
+        if self.attention == "none":
+            context = summary
+        else:
+            memory, keys, memory_mask = cache
+            context, weights = self._attend(x, keys, memory, memory_mask)
         outputs = self._attentional(x, context, inputs)
         if training and self.dropout > 0.0:
             outputs = keras.random.dropout(outputs, self.dropout, seed=self.seed_generator)
+        if self.attention == "none":
+            return outputs, None
         # The scan path's weights are in the compute dtype; these take the memory's.
         return outputs, ops.cast(weights, self.compute_dtype)
 
     def compute_output_spec(
         self,
         inputs,
-        memory,
+        memory=None,
         initial_state=None,
         inputs_mask=None,
         memory_mask=None,
         training=None,
         return_attention=False,
     ):
+        self._check_return_attention(return_attention)
         batch_size, target_steps = inputs.shape[0], inputs.shape[1]
         outputs = keras.KerasTensor(
             (batch_size, target_steps, self.attentional_size), dtype=self.compute_dtype
@@ -589,6 +665,7 @@ class AttentionDecoder(keras.layers.Layer):
                 "combine": self.combine,
                 "placement": self.placement,
                 "deep_output": self.deep_output,
+                "summary_input": self.summary_input,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),

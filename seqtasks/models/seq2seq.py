@@ -31,6 +31,11 @@ class Seq2Seq(TokenMeanLoss, keras.Model):
     over the encoder outputs -> vocabulary logits. Id 0 is padding in both
     vocabularies.
 
+    With the decoder's `attention="none"` it is the plain encoder-decoder:
+    the decoder sees the source only through the bridge, and with
+    `summary_input=True` also through the encoder's final state (the top
+    layer's `h`, both directions side by side) fed to every step.
+
     Args:
         source_vocab_size, target_vocab_size: int, vocabulary sizes.
         embedding_dim: int, size of both embeddings.
@@ -114,6 +119,8 @@ class Seq2Seq(TokenMeanLoss, keras.Model):
         self.target_embedding.build((None, None))
         self.encoder_layer.build((None, None, self.embedding_dim))
         memory_shape = (None, None, self.encoder_layer.output_dim)
+        if self.decoder_layer.attention == "none":
+            memory_shape = (None, self._summary_dim) if self.decoder_layer.summary_input else None
         self.decoder_layer.build((None, None, self.embedding_dim), memory_shape)
         if self.bridge_dense is not None:
             states = self.encoder_layer.num_layers * self.encoder_layer.states_per_layer
@@ -135,10 +142,25 @@ class Seq2Seq(TokenMeanLoss, keras.Model):
             for layer in encoder_states
         ]
 
+    @property
+    def _summary_dim(self):
+        return self.encoder_layer.units * (2 if self.encoder_layer.bidirectional else 1)
+
+    def _summary(self, encoder_states):
+        """The top layer's final `h`, forward and backward side by side: what a plain decoder may read."""
+        top = encoder_states[-1]
+        per_direction = self.encoder_layer.states_per_layer // (2 if self.encoder_layer.bidirectional else 1)
+        return ops.concatenate(top[::per_direction], axis=-1)
+
     def _encode(self, source_ids, training=None):
+        """`(memory, memory_mask, initial_state)`: what the decoder reads (the encoder outputs, or without
+        attention the summary or nothing) and its initial state."""
         source_mask = ops.not_equal(source_ids, PAD_ID)
         embedded = self.source_embedding(source_ids)
         memory, states = self.encoder_layer(embedded, mask=source_mask, training=training)
+        if self.decoder_layer.attention == "none":
+            memory = self._summary(states) if self.decoder_layer.summary_input else None
+            source_mask = None
         return memory, source_mask, self._initial_decoder_state(states)
 
     def call(self, inputs, training=None):
@@ -158,8 +180,10 @@ class Seq2Seq(TokenMeanLoss, keras.Model):
         """Attention weights `(batch, Tt, Ts)` while reading the given target (inference mode).
 
         Feeding a decoded output back gives the weights the decoder used while
-        producing it.
+        producing it. A model without attention raises `ValueError`.
         """
+        if self.decoder_layer.attention == "none":
+            raise ValueError("This model has no attention (its decoder was built with attention='none').")
         memory, source_mask, initial_state = self._encode(source_ids, training=False)
         _, weights = self.decoder_layer(
             self.target_embedding(target_input_ids),

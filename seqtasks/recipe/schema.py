@@ -58,7 +58,11 @@ class EncoderConfig:
 
 @dataclass
 class AttentionConfig:
-    type: Literal["bahdanau", "luong"] = spec("luong", "Attention mechanism.")
+    type: Literal["bahdanau", "luong", "none"] = spec(
+        "luong",
+        "Attention mechanism; 'none': the plain encoder-decoder, which sees the source only through the bridge "
+        "(and decoder.summary_input), the baseline attention is measured against.",
+    )
     score: Literal["dot", "general", "concat"] = spec(
         "general", "Luong score function (ignored for Bahdanau)."
     )
@@ -105,6 +109,12 @@ class DecoderConfig:
         "The papers' output layers, reading the state, the context and the previous word (replacing "
         "combine): 'maxout', max over pairs of U s + V Ey + C c + b (Bahdanau et al.); 'linear', "
         "Ey + L_h h + L_z z, the size of the embeddings (Show, Attend and Tell); null: combine.",
+    )
+
+    summary_input: bool = spec(
+        False,
+        "With attention type 'none': feed the encoder's final state to every decoder step and to its output, "
+        "as Cho et al. 2014 do.",
     )
 
     def check(self):
@@ -154,6 +164,18 @@ class Seq2SeqModelConfig:
 
     def check(self):
         problems = []
+        if self.attention.type == "none":
+            if self.bridge == "none" and not self.decoder.summary_input:
+                problems.append(
+                    ("bridge", "with attention type 'none' the decoder sees the source only through the bridge "
+                     "or decoder.summary_input; use 'dense' or 'copy'")
+                )
+            if self.decoder.placement != "after":
+                problems.append(("decoder.placement", "attention type 'none' has no attention to place; leave it 'after'"))
+        elif self.decoder.summary_input:
+            problems.append(
+                ("decoder.summary_input", "feeds the encoder's final state in place of attention; needs attention.type 'none'")
+            )
         if (
             self.attention.type == "luong"
             and self.attention.score == "dot"
@@ -255,6 +277,19 @@ class EvaluationConfig:
         min=1,
         max=MAX_BATCH,
     )
+    length_buckets: list[int] = spec(
+        [5, 10, 15, 20, 30],
+        "Translation and toy: upper edges of the source-length buckets (words; symbols for the toy) whose "
+        "scores and counts evaluation reports beside the overall ones; the last bucket holds everything longer.",
+        min=1,
+        max=MAX_LENGTH,
+    )
+
+    def check(self):
+        edges = self.length_buckets
+        if not edges or any(edge < 1 for edge in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
+            return [("length_buckets", f"expected increasing positive lengths, such as [5, 10, 20]; got {edges}")]
+        return []
 
 
 @dataclass
@@ -617,6 +652,8 @@ class CaptionerModelConfig:
     decoding: DecodingConfig = section(DecodingConfig, "Search used for evaluation and export.")
 
     def check(self):
+        if self.attention.type == "none" or self.decoder.summary_input:
+            return [("attention.type", "captioning attends over the image grid; use 'bahdanau' or 'luong'")]
         if self.attention.type == "luong" and self.attention.score == "dot":
             return [("attention.score", "'dot' needs grid features of the decoder's size; use 'general' or 'concat'")]
         return []

@@ -7,6 +7,7 @@ attention it needs (output step t reads input step T - t) is easy to check.
 
 import numpy as np
 
+from seqtasks.length_buckets import report_lines, scores_by_length
 from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from seqtasks.tasks.base import Evaluation, Task
 
@@ -101,7 +102,14 @@ class ToyTask(Task):
         outputs = self.tokenizer.detokenize(np.stack(predictions[:3])).numpy()
         report = ["Sample outputs (validation):"]
         report += [f"  {s.decode()}  ->  {o.decode()}" for s, o in zip(sources, outputs)]
-        return Evaluation({"validation": sequence_scores(predictions, target_out)}, report)
+        by_length = scores_by_length(
+            np.count_nonzero(source != PAD_ID, axis=1).tolist(),
+            self.recipe.evaluation.length_buckets,
+            lambda rows: sequence_scores([predictions[i] for i in rows], target_out[rows]),
+            "source symbols",
+        )
+        report += report_lines(by_length, ["sequence_accuracy", "token_accuracy"])
+        return Evaluation({"validation": sequence_scores(predictions, target_out), "by_length": by_length}, report)
 
     def serving_module(self, model):
         from seqtasks.tasks.seq2seq_common import make_decode, make_server

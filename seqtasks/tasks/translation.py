@@ -4,6 +4,7 @@ import unicodedata
 
 import numpy as np
 
+from seqtasks.length_buckets import report_lines
 from seqtasks.special_ids import START_ID
 from seqtasks.tasks.base import Evaluation, Task
 
@@ -206,8 +207,13 @@ class TranslationTask(Task):
             out_dir / "translations.tsv",
             "".join(f"{s}\t{h}\t{r}\n" for s, h, r in zip(sources, hypotheses, references)),
         )
-        self._write_heatmaps(model, source_rows, output_ids, out_dir)
-        report = ["Sample translations:"]
+        report = []
+        if self.recipe.model.attention.type == "none":
+            report.append("Attention heatmaps: none drawn, this model has no attention (model.attention.type: none)")
+        else:
+            self._write_heatmaps(model, source_rows, output_ids, out_dir)
+        by_length = self._scores_by_length(sources, hypotheses, references)
+        report += ["Sample translations:"]
         for index in range(min(5, len(hypotheses))):
             report += [f"  {sources[index]}", f"    -> {hypotheses[index]}", f"    reference: {references[index]}"]
         metrics = {
@@ -223,8 +229,25 @@ class TranslationTask(Task):
             "decode_sentences_per_second_with_tracing": round(
                 len(hypotheses) / (timings["decode_seconds"] + timings["trace_seconds"]), 1
             ),
+            "by_length": by_length,
         }
-        return Evaluation(metrics, report)
+        return Evaluation(metrics, report + report_lines(by_length, ["bleu", "chrf"]))
+
+    def _scores_by_length(self, sources, hypotheses, references):
+        """BLEU and chrF of each bucket of source lengths in words (whitespace-separated)."""
+        import sacrebleu
+
+        from seqtasks.length_buckets import scores_by_length
+
+        def score(indices):
+            outputs, wanted = [hypotheses[i] for i in indices], [[references[i] for i in indices]]
+            return {
+                "bleu": sacrebleu.BLEU().corpus_score(outputs, wanted).score,
+                "chrf": sacrebleu.CHRF().corpus_score(outputs, wanted).score,
+            }
+
+        lengths = [len(source.split()) for source in sources]
+        return scores_by_length(lengths, self.recipe.evaluation.length_buckets, score, "source words")
 
     def _write_heatmaps(self, model, source_rows, output_ids, out_dir):
         from seqtasks.plots import save_attention_heatmap
@@ -241,8 +264,11 @@ class TranslationTask(Task):
         """
         import tensorflow as tf
 
+        from seqtasks.errors import SeqtasksError
         from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode, pad_rows
 
+        if self.recipe.model.attention.type == "none":
+            raise SeqtasksError("this model has no attention (model.attention.type: none): there are no weights to return")
         config, decoding = self.recipe.data, self.recipe.model.decoding
         source_rows = [
             row[: config.max_length] for row in self.source_tokenizer.tokenize(tf.constant(texts)).to_list()
