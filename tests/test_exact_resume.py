@@ -31,6 +31,13 @@ def _translation(root):
     return ["model.decoding.beam_width=1"]
 
 
+def _translation_without_attention(root):
+    return _translation(root) + [
+        "model.attention.type=none", "model.decoder.summary_input=true", "model.decoder.placement=after",
+        "model.decoder.deep_output=null",
+    ]
+
+
 def _ner(root):
     data = REPO / "recipes" / "data"
     (root / "train.conll").write_text(_sentences(data / "ner-sample.train.conll", 200), encoding="utf-8")
@@ -43,7 +50,10 @@ class Stopped(Exception):
     """The stand-in for a kill."""
 
 
-@pytest.mark.parametrize("task, write", [("translation", _translation), ("ner", _ner)])
+@pytest.mark.parametrize(
+    "task, write",
+    [("translation", _translation), ("translation-none", _translation_without_attention), ("ner", _ner)],
+)
 def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task, write, tmp_path, monkeypatch):
     overrides = write(tmp_path)
     recipe = load_recipe(tmp_path / "recipe.yaml", COMMON + overrides)
