@@ -13,6 +13,8 @@ class Translation:
     `attention` is `(len(target_tokens), len(source_tokens))`: row `i` holds
     the weights the decoder gave the source subwords while writing target
     subword `i` (the end token included); None unless asked for.
+    `n_best` lists `(text, score)` pairs, best first, when `translate` was
+    given `n_best`.
     """
 
     text: str
@@ -20,6 +22,7 @@ class Translation:
     source_tokens: list = None
     target_tokens: list = None
     attention: object = None
+    n_best: list = None
 
 
 @dataclass
@@ -59,9 +62,12 @@ def load(path, checkpoint=None, verbose=False):
 
         runner = Runner.open(path, log=lambda line: None)
         model = runner.load_model(checkpoint)
+        from seqtasks.export import module_signatures
+
         server = runner.task.serving_module(model)
         spec = runner.task.spec
-        return SeqtasksModel(Predictor(server, server.serve, spec.serving_input, spec, path), runner, model)
+        predictor = Predictor(server, server.serve, spec.serving_input, spec, path, module_signatures(server))
+        return SeqtasksModel(predictor, runner, model)
     if checkpoint is not None:
         raise SeqtasksError(f"{path}: checkpoint={checkpoint!r} needs a run folder; an export holds one model")
     if not path.is_dir():
@@ -77,19 +83,21 @@ def load(path, checkpoint=None, verbose=False):
 class SeqtasksModel:
     """A trained model with one method for its task; each takes one input or a list and answers alike.
 
-    - translation: `translate(texts, attention=False)` -> `Translation`s;
+    - translation: `translate(texts, attention=False, **settings)` -> `Translation`s;
     - sentiment: `classify(texts)` -> `Classification`s;
     - ner: `tag(texts)` -> lists of `(token, tag)` pairs (texts split on whitespace);
-    - captioning: `caption(image_paths)` -> `Caption`s;
-    - any task: `predict(inputs)` -> dicts of every output of the export's signature.
+    - captioning: `caption(image_paths)` -> `Caption`s (an image's bytes may stand for its path);
+    - any task: `predict(inputs)` -> dicts of every output of the export's signature;
+      `attention(inputs)` -> tokens and attention weights; `run_signature(name, inputs)`.
 
-    Inputs go through the model `batch_size` at a time. Attention weights come
-    from a run folder's model (`translate(..., attention=True)`); an export's
-    signature does not return them.
+    Inputs go through the model `batch_size` at a time. Exports made since
+    `seqtasks serve` hold the signatures `with_settings` (decoding settings
+    per call) and `attention`; a run folder's model has them too.
 
     Attributes:
         task: the task's name, e.g. `"translation"`.
         path: the run folder or the SavedModel version folder.
+        input_name: the signatures' example input, `"text"` or `"image"`.
     """
 
     def __init__(self, predictor, runner=None, model=None):
@@ -98,6 +106,7 @@ class SeqtasksModel:
         self._model = model
         self.task = predictor.spec.name
         self.path = predictor.path
+        self.input_name = predictor.input_name
 
     def __repr__(self):
         return f"<seqtasks {self.task} model from {self.path}>"
@@ -106,29 +115,63 @@ class SeqtasksModel:
         """Every output of the serving signature for each input, as plain Python values (NER: without padding)."""
         from seqtasks.predict import plain_outputs
 
-        single, items = _as_list(inputs)
+        single, items = _as_list(inputs, self.input_name == "image")
         results = []
         for outputs, count in self._batches(items, batch_size):
             results += [plain_outputs(outputs, index) for index in range(count)]
         return results[0] if single else results
 
-    def translate(self, texts, batch_size=64, attention=False):
+    def translate(self, texts, batch_size=64, attention=False, **settings):
+        """`Translation`s of `texts`; `settings` (`beam_width`, `n_best`, `max_length`, `length_penalty`)
+        replace the recipe's `model.decoding` ones for this call (the export's `with_settings` signature).
+
+        With `attention`, each result also holds the subwords and the weights
+        of the recipe's own decoding (a model without attention cannot).
+        """
         self._expect("translation", "translate")
         single, items = _as_list(texts)
         results = []
-        for outputs, count in self._batches(items, batch_size):
-            results += [
-                Translation(outputs["translation"][i].decode(), float(outputs["score"][i])) for i in range(count)
-            ]
+        for outputs, count in self._batches(items, batch_size, settings):
+            for i in range(count):
+                result = Translation(outputs["translation"][i].decode(), float(outputs["score"][i]))
+                if settings.get("n_best") is not None:
+                    pairs = zip(outputs["translations"][i], outputs["scores"][i])
+                    result.n_best = [(text.decode(), float(score)) for text, score in pairs]
+                results.append(result)
         if attention:
             if self._runner is None:
-                raise SeqtasksError(
-                    f"{self.path}: attention weights come from a run folder's model; "
-                    "an export's signature returns only the translation and its score"
-                )
-            maps = self._runner.task.attention_maps(self._model, items)
+                maps = [(m["source_tokens"], m["target_tokens"], m["attention"]) for m in self.attention(items)]
+            else:
+                maps = self._runner.task.attention_maps(self._model, items)
             for result, (source_tokens, target_tokens, weights) in zip(results, maps):
                 result.source_tokens, result.target_tokens, result.attention = source_tokens, target_tokens, weights
+        return results[0] if single else results
+
+    def attention(self, inputs, batch_size=16):
+        """For each input, the `attention` signature's outputs as plain values, padding cut off.
+
+        Translation: `translation`, `score`, `source_tokens`, `target_tokens`
+        (the end token included) and `attention` `(target, source)` as a
+        NumPy array. Sentiment: `label`, `probabilities`, `tokens` and
+        `attention` `(tokens,)`. Captioning (inputs are image paths or
+        bytes): `caption`, `score`, `tokens`, `attention` `(tokens, h * w)`
+        and `grid` `[h, w]`. A model without attention (NER, `attention:
+        none`, pooling other than attention) raises `SeqtasksError`.
+        """
+        import numpy as np
+
+        from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
+
+        if ATTENTION_SIGNATURE not in self._predictor.signature_names:
+            raise SeqtasksError(f"{self.path}: this {self.task} model has no attention weights to show")
+        single, items = _as_list(inputs, self.input_name == "image")
+        results = []
+        for start in range(0, len(items), _positive(batch_size)):
+            batch = items[start : start + batch_size]
+            outputs = self._predictor.run(ATTENTION_SIGNATURE, {self._predictor.input_name: self._predictor.inputs(batch)})
+            for index in range(len(batch)):
+                row = {key: value[index] for key, value in outputs.items()}
+                results.append(_attention_row(row, np))
         return results[0] if single else results
 
     def classify(self, texts, batch_size=64):
@@ -152,7 +195,7 @@ class SeqtasksModel:
     def caption(self, image_paths, batch_size=16):
         self._expect("captioning", "caption")
         return self._each(
-            [str(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else str(image_paths),
+            [_item(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else _item(image_paths),
             batch_size,
             lambda out, i: Caption(out["caption"][i].decode(), float(out["score"][i])),
         )
@@ -162,25 +205,115 @@ class SeqtasksModel:
             raise SeqtasksError(f"{self.path}: a {self.task} model has no {method}(); use predict()")
 
     def _each(self, inputs, batch_size, convert):
-        single, items = _as_list(inputs)
+        single, items = _as_list(inputs, self.input_name == "image")
         results = []
         for outputs, count in self._batches(items, batch_size):
             results += [convert(outputs, index) for index in range(count)]
         return results[0] if single else results
 
-    def _batches(self, items, batch_size):
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise SeqtasksError(f"batch_size: expected a positive integer; got {batch_size!r}")
-        for start in range(0, len(items), batch_size):
+    def signatures(self):
+        """Every signature of the model: `{name: {"inputs": {input: (dtype, shape)}, "outputs": ...}}`."""
+        return self._predictor.describe()
+
+    def run_signature(self, name, inputs):
+        """Signature `name` (`serving_default`, `with_settings`, `attention`) on a dict of input arrays.
+
+        Returns its outputs as NumPy arrays, as TensorFlow Serving would
+        compute them; `seqtasks serve` answers predict requests so.
+        """
+        return self._predictor.run(name, inputs)
+
+    def _batches(self, items, batch_size, settings=None):
+        from seqtasks.tasks.decoding_settings import SETTINGS, SETTINGS_SIGNATURE
+
+        settings = {key: value for key, value in (settings or {}).items() if value is not None}
+        unknown = sorted(set(settings) - set(SETTINGS))
+        if unknown:
+            raise SeqtasksError(f"{unknown[0]}: not a decoding setting; expected some of {list(SETTINGS)}")
+        if settings and SETTINGS_SIGNATURE not in self._predictor.signature_names:
+            raise SeqtasksError(f"{self.path}: this export takes no decoding settings (export it again to add them)")
+        if settings:
+            settings = {**self.decoding_defaults(), **settings}
+        for start in range(0, len(items), _positive(batch_size)):
             batch = items[start : start + batch_size]
-            yield self._predictor.outputs(batch), len(batch)
+            if not settings:
+                yield self._predictor.outputs(batch), len(batch)
+                continue
+            inputs = {self._predictor.input_name: self._predictor.inputs(batch)}
+            inputs.update({key: [value] for key, value in settings.items()})
+            yield self._predictor.run(SETTINGS_SIGNATURE, inputs), len(batch)
+
+    def decoding_defaults(self):
+        """The recipe's `model.decoding` settings that `with_settings` takes: beam width, n-best, lengths."""
+        from seqtasks.tasks.decoding_settings import SETTINGS
+
+        recipe = self.recipe()
+        decoding = getattr(getattr(recipe, "model", None), "decoding", None)
+        if decoding is None:
+            raise SeqtasksError(f"{self.path}: a {self.task} model has no decoding settings")
+        return {key: getattr(decoding, key) for key in SETTINGS}
+
+    def label_names(self):
+        """A classifier's class names in the order of its `probabilities`; None for other tasks."""
+        if self.task != "sentiment":
+            return None
+        if self._runner is not None:
+            return list(self._runner.task.names)
+        names = getattr(self._predictor.loaded, "label_names", None)
+        return [name.decode() for name in names.numpy()] if names is not None else None
+
+    def recipe(self):
+        """The recipe the model was trained with (an export's copy in `assets.extra/`), or None if absent."""
+        from seqtasks.export import AUDIT_FOLDER
+        from seqtasks.recipe import load_recipe
+
+        if self._runner is not None:
+            return self._runner.recipe
+        file = Path(self.path) / AUDIT_FOLDER / "recipe.yaml"
+        return load_recipe(file) if file.is_file() else None
 
 
-def _as_list(inputs):
-    """`(True, [x])` for one string or path, `(False, list)` for a list or tuple of them."""
-    if isinstance(inputs, (str, Path)):
-        return True, [str(inputs)]
-    if not isinstance(inputs, (list, tuple)) or not all(isinstance(item, (str, Path)) for item in inputs):
-        raise SeqtasksError("expected a string or a list of strings (texts, or image paths for captioning)")
-    return False, [str(item) for item in inputs]
+def _as_list(inputs, images=False):
+    """`(True, [x])` for one string or path (or image bytes), `(False, list)` for a list or tuple of them."""
+    kinds = (str, Path, bytes) if images else (str, Path)
+    if isinstance(inputs, kinds):
+        return True, [_item(inputs)]
+    if not isinstance(inputs, (list, tuple)) or not all(isinstance(item, kinds) for item in inputs):
+        raise SeqtasksError("expected a string or a list of strings (texts, or image paths or bytes for captioning)")
+    return False, [_item(item) for item in inputs]
+
+
+def _item(value):
+    return value if isinstance(value, bytes) else str(value)
+
+
+def _positive(batch_size):
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise SeqtasksError(f"batch_size: expected a positive integer; got {batch_size!r}")
+    return batch_size
+
+
+def _attention_row(row, np):
+    """One input's `attention` outputs without padding: tokens cut at the first "", weights to match."""
+
+    def plain(value):
+        return value.decode() if isinstance(value, bytes) else value.item() if hasattr(value, "item") else value
+
+    def tokens(key):
+        kept = [token.decode() for token in row[key]]
+        return kept[: kept.index("")] if "" in kept else kept
+
+    result = {key: plain(value) for key, value in row.items() if np.ndim(value) == 0}
+    if "probabilities" in row:
+        result["probabilities"] = [float(p) for p in row["probabilities"]]
+    if "grid" in row:
+        result["grid"] = [int(size) for size in row["grid"]]
+    weights = np.asarray(row["attention"], np.float32)
+    if "source_tokens" in row:
+        source, target = tokens("source_tokens"), tokens("target_tokens")
+        result.update(source_tokens=source, target_tokens=target, attention=weights[: len(target), : len(source)])
+    else:
+        kept = tokens("tokens")
+        result.update(tokens=kept, attention=weights[: len(kept)])
+    return result
 

@@ -15,8 +15,9 @@ IDENTITY_FILES = ("weights.sha256", "recipe.yaml")
 def export_saved_model(module, signature, export_root, name, extras=None, force=False, log=None):
     """Saves `module` as a new version `export_root/name/<n>/`; returns the version folder.
 
-    `signature` is the module's `tf.function` with an input signature; it
-    becomes `serving_default`. `extras` maps file names to the texts written
+    `signature` is the module's `tf.function` with an input signature, which
+    becomes `serving_default`, or a dict of such functions by signature name
+    (`module_signatures`). `extras` maps file names to the texts written
     into the version's `assets.extra/`; a callable value is called with the
     version's final folder (a model card that names it). The version number
     is reserved atomically (`seqtasks.io_utils.publish_version`): concurrent
@@ -40,11 +41,12 @@ def export_saved_model(module, signature, export_root, name, extras=None, force=
     from seqtasks.distribute import cluster_workers, is_chief
 
     extras = dict(extras or {})
+    functions = signature if isinstance(signature, dict) else {"serving_default": signature}
 
     def write(folder):
         try:
             tf.saved_model.save(
-                module, folder, signatures={"serving_default": signature.get_concrete_function()}
+                module, folder, signatures={name: fn.get_concrete_function() for name, fn in functions.items()}
             )
         except tf.errors.OpError as error:  # TensorFlow's file errors (a full disk) are not OSErrors
             raise OSError(error.message.splitlines()[0]) from None
@@ -70,6 +72,13 @@ def export_saved_model(module, signature, export_root, name, extras=None, force=
         return newest
     version, new = publish_version(write, Path(export_root) / name, unchanged if comparable else None, finish)
     return version if new else _report_unchanged(version, log)
+
+
+def module_signatures(module):
+    """A task's serving module's signatures by name: its `serving_signatures()`, or `serve` as `serving_default`."""
+    if hasattr(module, "serving_signatures"):
+        return module.serving_signatures()
+    return {"serving_default": module.serve}
 
 
 def unchanged_export(export_root, name, files, log=None):

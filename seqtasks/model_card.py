@@ -90,6 +90,21 @@ def audit_files(recipe, signature, source, metrics=None, metrics_recipe_differs=
     return files
 
 
+_SIGNATURES = {
+    "with_settings": "the same outputs, decoded with the inputs `beam_width`, `n_best`, `max_length` and "
+    "`length_penalty` (one value each, `[None]` shaped) instead of the recipe's",
+    "attention": "the tokens read and written and the attention weights over them",
+}
+
+
+def _other_signatures(signature):
+    others = [name for name in signature.get("signatures", []) if name != "serving_default"]
+    if not others:
+        return []
+    described = "; ".join(f"`{name}`: {_SIGNATURES.get(name, 'see its inputs and outputs')}" for name in others)
+    return [f"Other signatures (`signature_name` in TensorFlow Serving's predict API): {described}.", ""]
+
+
 def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_differs=False):
     """The Markdown model card of the export in `version` (see `audit_files` for the arguments)."""
     spec = TASKS[recipe.task]
@@ -125,6 +140,7 @@ def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_
         "One string per example: "
         + ("the bytes of a JPEG, PNG or BMP file." if input_name == "image" else "UTF-8 text."),
         "",
+        *_other_signatures(signature),
         "## Scores",
         "",
         *_scores(recipe, metrics, source, metrics_recipe_differs),

@@ -28,12 +28,25 @@ class Predictor:
     `path` is the SavedModel's folder.
     """
 
-    def __init__(self, loaded, serve, input_name, spec=None, path=None):
+    def __init__(self, loaded, serve, input_name, spec=None, path=None, signatures=None):
         self.loaded = loaded  # the signature needs the loaded object alive
         self.serve = serve
         self.input_name = input_name
         self.spec = spec
         self.path = path
+        self._functions = dict(signatures or {"serving_default": serve})
+        self._concrete = {}
+
+    @property
+    def signature_names(self):
+        return sorted(self._functions)
+
+    def signature(self, name):
+        """Signature `name` as a concrete function (a run folder's is traced on first use), or None."""
+        if name not in self._concrete and name in self._functions:
+            function = self._functions[name]
+            self._concrete[name] = getattr(function, "get_concrete_function", lambda: function)()
+        return self._concrete.get(name)
 
     @classmethod
     def load(cls, path):
@@ -57,14 +70,64 @@ class Predictor:
         names = list(serve.structured_input_signature[1])
         if len(names) != 1 or names[0] not in ("text", "image"):
             raise SeqtasksError(f"{path}: expected one input named text or image; the model takes {names}")
-        return cls(loaded, serve, names[0], _task_of(names[0], set(serve.structured_outputs)), path)
+        spec = _task_of(names[0], set(serve.structured_outputs))
+        return cls(loaded, serve, names[0], spec, path, dict(loaded.signatures))
 
     def _tensor(self, items):
         import tensorflow as tf
 
+        return tf.constant(self.inputs(items), tf.string)
+
+    def inputs(self, items):
+        """`items` as the signature's input values: texts as they are, image paths read (bytes as they are)."""
         if self.input_name == "text":
-            return tf.constant(items, tf.string)
-        return tf.constant([read_image(item) for item in items], tf.string)
+            return list(items)
+        return [item if isinstance(item, bytes) else read_image(item) for item in items]
+
+    def run(self, name, inputs):
+        """Signature `name` on `inputs` (a dict of arrays by input name): its outputs as NumPy arrays.
+
+        An unknown signature or input, or an input the model rejects, is a
+        `SeqtasksError` naming it (TensorFlow's message for the last).
+        """
+        import tensorflow as tf
+
+        function = self.signature(name)
+        if function is None:
+            raise SeqtasksError(f"no signature {name!r}; this model has {self.signature_names}")
+        specs = _input_specs(function)
+        missing = sorted(set(specs) - set(inputs))
+        if missing:
+            raise SeqtasksError(f"signature {name!r}: missing input {missing[0]!r}; it takes {sorted(specs)}")
+        unknown = sorted(set(inputs) - set(specs))
+        if unknown:
+            raise SeqtasksError(f"signature {name!r}: unknown input {unknown[0]!r}; it takes {sorted(specs)}")
+        tensors = {}
+        for key, value in inputs.items():
+            try:
+                tensors[key] = tf.constant(value, specs[key].dtype)
+            except (TypeError, ValueError):
+                raise SeqtasksError(f"input {key!r}: expected {specs[key].dtype.name} values") from None
+            if not specs[key].shape.is_compatible_with(tensors[key].shape):
+                raise SeqtasksError(
+                    f"input {key!r}: expected shape {_shape_text(specs[key].shape)}; got {_shape_text(tensors[key].shape)}"
+                )
+        try:
+            return {key: value.numpy() for key, value in function(**tensors).items()}
+        except tf.errors.InvalidArgumentError as error:
+            raise SeqtasksError(f"the model rejected the input: {failure_reason(error.message)}") from None
+
+    def describe(self):
+        """Every signature's inputs and outputs: `{name: {"inputs": {input: (dtype, shape)}, "outputs": ...}}`."""
+
+        def specs(structure):
+            return {key: (spec.dtype.name, spec.shape.as_list()) for key, spec in sorted(structure.items())}
+
+        functions = {name: self.signature(name) for name in self.signature_names}
+        return {
+            name: {"inputs": specs(_input_specs(fn)), "outputs": specs(fn.structured_outputs)}
+            for name, fn in functions.items()
+        }
 
     def outputs(self, items):
         """The signature's outputs for `items` as NumPy arrays; an image the model refuses is named in the error."""
@@ -121,6 +184,16 @@ class Predictor:
             )
         if n_best > kept:
             raise SeqtasksError(f"--n-best {n_best}: the export returns {kept} hypotheses per input (model.decoding.n_best)")
+
+
+def _input_specs(function):
+    """A concrete function's inputs by name: a loaded signature's keywords, or a traced method's named specs."""
+    args, kwargs = function.structured_input_signature
+    return dict(kwargs) if kwargs else {spec.name: spec for spec in args}
+
+
+def _shape_text(shape):
+    return "[" + ", ".join("None" if size is None else str(size) for size in shape.as_list()) + "]"
 
 
 def read_image(path):

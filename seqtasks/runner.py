@@ -217,7 +217,13 @@ class Runner:
 
             return export_in_tensorflow(self, checkpoint, metrics, force)
 
-        from seqtasks.export import describe_signature, export_saved_model, unchanged_export, weights_sha256
+        from seqtasks.export import (
+            describe_signature,
+            export_saved_model,
+            module_signatures,
+            unchanged_export,
+            weights_sha256,
+        )
         from seqtasks.model_card import Source, audit_files, identity_files
         from seqtasks.recipe import load_recipe
         from seqtasks.run_folders import checkpoint_file
@@ -246,8 +252,9 @@ class Runner:
         except (OSError, SeqtasksError):
             differs = False
         source = Source(str(run_dir), label, str(weights_file), weights)
-        extras = audit_files(self.recipe, describe_signature(server.serve), source, metrics, differs)
-        return export_saved_model(server, server.serve, directory, name, extras, force, self.log)
+        described = {**describe_signature(server.serve), "signatures": sorted(module_signatures(server))}
+        extras = audit_files(self.recipe, described, source, metrics, differs)
+        return export_saved_model(server, module_signatures(server), directory, name, extras, force, self.log)
 
 
 def check_inputs(recipe):

@@ -24,6 +24,7 @@ class _Predictor:
     def __init__(self):
         self.spec = type("Spec", (), {"name": "translation"})()
         self.path = "export/1"
+        self.input_name = "text"
         self.batches = []
 
     def outputs(self, items):

@@ -307,3 +307,24 @@ def test_an_export_with_n_best_returns_the_best_captions_best_first(caption_run,
     assert served["scores"].numpy()[0, 0] >= served["scores"].numpy()[0, 1]
     lines = seqtasks_command("predict", tmp_path / "captioning", image, "--n-best", 2).stdout.splitlines()
     assert [line.split("\t")[1] for line in lines] == [c.decode() for c in served["captions"].numpy()[0]]
+
+
+def test_the_export_s_attention_and_settings_signatures_caption_as_serving_default(caption_run):
+    import seqtasks
+
+    root, _, _ = caption_run
+    exported = seqtasks.load(root / "saved_models" / "captioning")
+    images = [SHAPES / "images" / "dev_000.png", (SHAPES / "images" / "dev_001.png").read_bytes()]
+    captions = exported.caption(images)
+    rows = exported.attention(images)
+    for row, caption in zip(rows, captions):
+        height, width = row["grid"]
+        assert row["caption"] == caption.text and row["tokens"][-1] == "[END]"
+        assert row["attention"].shape == (len(row["tokens"]), height * width) and height == width > 1
+        assert np.allclose(row["attention"].sum(axis=1), 1.0, atol=1e-4)
+    decoding = exported.decoding_defaults()
+    inputs = {"image": [image if isinstance(image, bytes) else image.read_bytes() for image in images]}
+    inputs.update({key: [value] for key, value in decoding.items()})
+    settings = exported.run_signature("with_settings", inputs)
+    assert [text.decode() for text in settings["caption"]] == [caption.text for caption in captions]
+    assert settings["captions"].shape == (2, decoding["n_best"])

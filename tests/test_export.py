@@ -278,3 +278,24 @@ def test_a_base_path_names_its_highest_version_that_holds_a_saved_model(tmp_path
         with pytest.raises(SeqtasksError) as raised:
             saved_model_folder(folder)
         assert str(raised.value) == f"{folder}: not a SavedModel folder (no saved_model.pb)"
+
+
+def test_a_dict_of_signatures_is_exported_under_their_names(tmp_path):
+    module = Shout()
+    folder = export_saved_model(module, {"serving_default": module.serve, "quiet": module.whisper}, tmp_path, "both")
+    loaded = tf.saved_model.load(str(folder))
+    assert sorted(loaded.signatures) == ["quiet", "serving_default"]
+
+
+def test_the_servability_check_refuses_an_export_that_calls_python(tmp_path):
+    from conftest import serve_in_tensorflow_only
+
+    class Python(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            return {"out": tf.py_function(lambda values: values, [text], tf.string)}
+
+    module = Python()
+    folder = export_saved_model(module, module.serve, tmp_path, "python")
+    with pytest.raises(AssertionError, match=r"ops TensorFlow Serving lacks: \['EagerPyFunc'\]"):
+        serve_in_tensorflow_only(folder, {"rows": ["a"]})

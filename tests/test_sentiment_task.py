@@ -217,3 +217,29 @@ def test_recipe_ensemble_and_max_pooling_fields(tmp_path):
         load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=0"])
     with pytest.raises(SeqtasksError, match=r"model\.ensemble.*at most 16; got 17"):
         load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=17"])
+
+
+def test_the_export_returns_the_pooling_weights_and_its_label_names(sentiment_run, ensemble_run):
+    import numpy as np
+
+    import seqtasks
+    from seqtasks.errors import SeqtasksError
+
+    root, run_dir, _ = sentiment_run
+    exported = seqtasks.load(root / "saved_models" / "tiny")
+    assert exported.label_names() == ["negative", "positive"] == seqtasks.load(run_dir).label_names()
+    texts = ["a truly wonderful film", "dull and far too long , sadly", ""]
+    rows = exported.attention(texts)
+    classified = exported.classify(texts)
+    for row, result, text in zip(rows, classified, texts):
+        assert row["label"] == result.label and np.allclose(row["probabilities"], result.probabilities)
+        assert len(row["tokens"]) == len(row["attention"]) and (text == "") == (row["tokens"] == [])
+    for row in rows[:2]:
+        assert np.isclose(row["attention"].sum(), 1.0, atol=1e-5) and (row["attention"] > 0).all()
+    # The same weights as the run folder's model computes.
+    trained = seqtasks.load(run_dir).attention(texts[:2])
+    assert all(np.allclose(a["attention"], b["attention"], atol=1e-5) for a, b in zip(rows, trained))
+    # Max pooling has no weights to show.
+    root, _, _ = ensemble_run
+    with pytest.raises(SeqtasksError, match="this sentiment model has no attention weights to show"):
+        seqtasks.load(root / "ensemble_models" / "tiny").attention(texts)

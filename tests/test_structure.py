@@ -16,7 +16,7 @@ FLOORS = [
     ["models", "training", "run_folders", "training_progress", "evaluation_summaries"],
     ["tasks"],
     ["runner", "backends", "predict", "model_card", "api", "compare"],
-    ["tensorflow_export"],
+    ["tensorflow_export", "serving"],
     ["cli", "__main__"],
 ]
 FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}

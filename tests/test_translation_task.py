@@ -159,8 +159,7 @@ def test_the_python_api_translates_from_the_export_and_the_run_folder_with_atten
     assert [row["translation"] for row in exported.predict(sources + [""])] == [result.text for result in results]
     assert len(exported.translate(sources, batch_size=2)) == 3
     assert isinstance(exported.translate(sources[0]), type(results[0]))  # one text in, one result out
-    with pytest.raises(SeqtasksError, match="attention weights come from a run folder's model"):
-        exported.translate(sources, attention=True)
+    from_export = exported.translate(sources + ["   "], attention=True)  # the export's `attention` signature
     with pytest.raises(SeqtasksError, match=r"a translation model has no tag\(\); use predict\(\)"):
         exported.tag(sources)
 
@@ -173,6 +172,9 @@ def test_the_python_api_translates_from_the_export_and_the_run_folder_with_atten
         assert weights.shape == (len(result.target_tokens), len(result.source_tokens)) and weights.shape[0] > 0
         assert np.allclose(weights.sum(axis=1), 1.0, atol=1e-5)
     assert with_attention[-1].attention.shape == (0, 0) and with_attention[-1].source_tokens == []
+    for mine, theirs in zip(from_export, with_attention):
+        assert (mine.text, mine.source_tokens, mine.target_tokens) == (theirs.text, theirs.source_tokens, theirs.target_tokens)
+        assert np.allclose(mine.attention, theirs.attention, atol=1e-5)
 
 
 @pytest.mark.slow

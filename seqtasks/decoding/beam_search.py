@@ -89,6 +89,10 @@ def beam_search(
             hypotheses per batch entry (an axis of size `n_best` after the
             batch axis of `ids`, `lengths` and `scores`).
 
+    Under TensorFlow, `max_length`, `beam_width`, `alpha` and `n_best` may
+    also be scalar tensors (one graph for any setting, as an export's
+    `with_settings` signature takes them); they are then not checked here.
+
     Returns:
         `(ids, lengths, scores, state)` of the best hypothesis of each batch
         entry (of its `n_best` best, but the state of the best alone): `ids` `(batch, max_length)` int32 (`end_id` then `pad_id`
@@ -102,9 +106,11 @@ def beam_search(
     """
     from keras import tree
 
-    if beam_width < 1:
+    # Tensors (an export's per-request settings) are checked by whoever made them.
+    static = isinstance(beam_width, int) and (n_best is None or isinstance(n_best, int))
+    if static and beam_width < 1:
         raise ValueError(f"Expected beam_width >= 1. Received: beam_width={beam_width}")
-    if n_best is not None and not 1 <= n_best <= beam_width:
+    if static and n_best is not None and not 1 <= n_best <= beam_width:
         raise ValueError(f"Expected n_best in 1..beam_width={beam_width}. Received: n_best={n_best}")
     width = beam_width
     kept = 1 if n_best is None else n_best
@@ -132,7 +138,7 @@ def beam_search(
         # Each hypothesis' best `width` tokens hold the batch entry's best
         # `width` extensions, so only those candidates (not the whole
         # vocabulary) are normalised, scored and ranked.
-        if logits.shape[-1] is None:
+        if logits.shape[-1] is None or not isinstance(width, int):
             # The vocabulary may be smaller than the beam: `width` columns more, that no real token
             # can lose to, let top_k take `width`; picked, they are `end_id` with a score of _NEG.
             vocab_size = ops.shape(logits)[-1]

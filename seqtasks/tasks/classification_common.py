@@ -86,10 +86,20 @@ def make_classifier_server(model, tokenizer, encode, names, max_length, keep="fi
     Texts are cut to their first (`keep="first"`) or last
     `text_character_limit(max_length)` characters before `encode`. A text with no subwords (empty, blank) gets
     the label `""` and equal probabilities: there is nothing to classify.
+
+    With attention pooling, `serving_signatures()` adds `attention`: the
+    outputs of `serve` with the subwords read, `tokens` `[None, T]` (padded
+    with ""), and the pooling weights over them, `attention` `[None, T]`
+    (an ensemble's: the mean of its members' weights).
     """
     import tensorflow as tf
 
+    from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
+    from seqtasks.tasks.seq2seq_common import token_strings
     from seqtasks.tasks.serving_limits import cut_text
+
+    members = getattr(model, "member_models", [model])
+    text_spec = tf.TensorSpec([None], tf.string, name="text")
 
     class ClassifierServer(tf.Module):
         def __init__(self):
@@ -97,10 +107,34 @@ def make_classifier_server(model, tokenizer, encode, names, max_length, keep="fi
             self.model = model
             self.tokenizer = tokenizer
             self.names = tf.constant(names)
+            # Saved with the export, so a server can name the probabilities' classes.
+            self.label_names = tf.Variable(names, trainable=False, dtype=tf.string)
+            # Only then: saving traces every tf.function a module holds.
+            if members[0].attention_pooling is not None:
+                self.attention = tf.function(self._attention, input_signature=[text_spec])
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        @tf.function(input_signature=[text_spec])
         def serve(self, text):
+            return self._classify(_padded_ids(encode, cut_text(text, max_length, keep)))
+
+        def _attention(self, text):
             ids = _padded_ids(encode, cut_text(text, max_length, keep))
+            weights = [tf.cast(member.text_vectors(ids, training=False)[1], tf.float32) for member in members]
+            mask = tf.not_equal(ids, PAD_ID)
+            outputs = self._classify(ids)
+            outputs.update(
+                tokens=token_strings(tokenizer, ids, mask),
+                attention=tf.where(mask, tf.add_n(weights) / len(weights), 0.0),
+            )
+            return outputs
+
+        def serving_signatures(self):
+            signatures = {"serving_default": self.serve}
+            if hasattr(self, "attention"):
+                signatures[ATTENTION_SIGNATURE] = self.attention
+            return signatures
+
+        def _classify(self, ids):
             probabilities = tf.nn.softmax(tf.cast(self.model(ids, training=False), tf.float32))
             label = tf.gather(self.names, tf.argmax(probabilities, axis=-1, output_type=tf.int32))
             empty = tf.reduce_all(tf.equal(ids, PAD_ID), axis=1)

@@ -114,10 +114,28 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
     With `n_best` > 1 (`decode_fn` from `make_decode(..., n_best=n_best)`),
     `serve` also returns the `n_best` best, best first: `output_name + "s"`
     and `"scores"`, `[None, n_best]`.
+
+    `serving_signatures()` names every signature an export holds: `serve`
+    as `serving_default`; `with_settings`, which also takes the decoding
+    settings (`seqtasks.tasks.decoding_settings`) and always returns the
+    n-best outputs; and, for a model with attention, `attention`: the
+    default decoding's output with `source_tokens` `[None, S]`,
+    `target_tokens` `[None, T]` (the end token included; both padded with
+    "") and `attention` `[None, T, S]` (0 on padding).
     """
     import tensorflow as tf
 
+    from seqtasks.tasks.decoding_settings import (
+        ATTENTION_SIGNATURE,
+        SETTINGS_SIGNATURE,
+        make_settings_decode,
+        read_settings,
+        settings_specs,
+    )
     from seqtasks.tasks.serving_limits import cut_text
+
+    settings_decode = make_settings_decode(model)
+    text_spec = tf.TensorSpec([None], tf.string, name="text")
 
     class Seq2SeqServer(tf.Module):
         def __init__(self):
@@ -125,24 +143,83 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
             self.model = model
             self.source_tokenizer = source_tokenizer
             self.target_tokenizer = target_tokenizer
+            # Only then: saving traces every tf.function a module holds.
+            if getattr(model.decoder_layer, "attention", "none") != "none":
+                self.attention = tf.function(self._attention, input_signature=[text_spec])
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-        def serve(self, text):
+        def _source(self, text):
             tokens = self.source_tokenizer.tokenize(cut_text(text, max_input_length))[:, :max_input_length]
             # At least one column keeps the encoder's time axis non-empty.
             source = tokens.to_tensor(default_value=PAD_ID)
             source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(source)[1])]])
-            ids, _, scores = decode_fn(source)
             # The decoder would write something even for no input.
-            empty = tf.equal(tokens.row_lengths(), 0)
+            return source, tf.equal(tokens.row_lengths(), 0)
+
+        @tf.function(input_signature=[text_spec])
+        def serve(self, text):
+            source, empty = self._source(text)
+            ids, _, scores = decode_fn(source)
             return serving_outputs(self.target_tokenizer, ids, scores, output_name, n_best, blank=empty)
+
+        @tf.function(input_signature=[text_spec, *settings_specs()])
+        def serve_with_settings(self, text, beam_width, n_best, max_length, length_penalty):
+            settings = read_settings(beam_width, n_best, max_length, length_penalty)
+            source, empty = self._source(text)
+            ids, _, scores = settings_decode(source, *settings)
+            outputs = serving_outputs(self.target_tokenizer, ids, scores, output_name, "any", blank=empty)
+            return outputs
+
+        def _attention(self, text):
+            source, empty = self._source(text)
+            ids, lengths, scores = make_decode_best(decode_fn, n_best)(source)
+            lengths = tf.where(empty, 0, lengths)
+            ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
+            start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+            weights = self.model.attention(source, tf.concat([start, ids[:, :-1]], 1))
+            target_mask = tf.sequence_mask(lengths, tf.shape(ids)[1])
+            source_mask = tf.not_equal(source, PAD_ID)
+            weights = tf.where(target_mask[:, :, None] & source_mask[:, None, :], tf.cast(weights, tf.float32), 0.0)
+            outputs = serving_outputs(self.target_tokenizer, ids, scores, output_name, 1, blank=empty)
+            outputs.update(
+                source_tokens=token_strings(self.source_tokenizer, source, source_mask),
+                target_tokens=token_strings(self.target_tokenizer, ids, target_mask),
+                attention=weights,
+            )
+            return outputs
+
+        def serving_signatures(self):
+            signatures = {"serving_default": self.serve, SETTINGS_SIGNATURE: self.serve_with_settings}
+            if hasattr(self, "attention"):
+                signatures[ATTENTION_SIGNATURE] = self.attention
+            return signatures
 
     return Seq2SeqServer()
 
 
+def make_decode_best(decode_fn, n_best):
+    """`decode_fn` (of `make_decode`, with `n_best` kept) cut to its best hypothesis: `(ids, lengths, scores)`."""
+    if n_best == 1:
+        return decode_fn
+
+    def best(inputs):
+        ids, lengths, scores = decode_fn(inputs)
+        return ids[:, 0], lengths[:, 0], scores[:, 0]
+
+    return best
+
+
+def token_strings(tokenizer, ids, mask):
+    """The vocabulary entries of `ids` `[batch, time]`, "" where `mask` is false."""
+    import tensorflow as tf
+
+    strings = tf.gather(tf.constant(tokenizer.vocab), tf.cast(ids, tf.int32))
+    return tf.where(mask, strings, "")
+
+
 def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
     """An export's outputs from decoded `ids`: `output_name` and `score`, and with `n_best` > 1
-    also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first.
+    also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first. `n_best="any"`: `ids`
+    has an n-best axis of any size (`with_settings`).
 
     Rows where `blank` is true get empty texts and a score of 0.0.
     """
@@ -151,7 +228,8 @@ def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
     if n_best == 1:
         texts = tokenizer.detokenize(ids)
     else:
-        texts = tf.reshape(tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]])), [-1, n_best])
+        texts = tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
+        texts = tf.reshape(texts, [-1, tf.shape(ids)[1]])
     if blank is not None:
         rows = blank if n_best == 1 else blank[:, None]
         texts, scores = tf.where(rows, "", texts), tf.where(rows, tf.zeros_like(scores), scores)

@@ -92,10 +92,26 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
 
     With `n_best` > 1 (`decode_fn` from `make_decode(..., n_best=n_best)`), also
     the `n_best` best, best first: `captions` and `scores`, `[None, n_best]`.
+    `serving_signatures()` adds, as for translation (`seq2seq_common.make_server`),
+    `with_settings` and `attention`: the caption's `tokens` `[None, T]` (the end
+    token included, padded with ""), `attention` `[None, T, L]` over the
+    image's feature grid and `grid` `[None, 2]`, its height and width (the
+    images are resized to squares, so the grid is square: L = h * w).
     """
     import tensorflow as tf
 
-    from seqtasks.tasks.seq2seq_common import serving_outputs
+    from seqtasks.special_ids import START_ID
+    from seqtasks.tasks.decoding_settings import (
+        ATTENTION_SIGNATURE,
+        SETTINGS_SIGNATURE,
+        make_settings_decode,
+        read_settings,
+        settings_specs,
+    )
+    from seqtasks.tasks.seq2seq_common import make_decode_best, serving_outputs, token_strings
+
+    settings_decode = make_settings_decode(model)
+    image_spec = tf.TensorSpec([None], tf.string, name="image")
 
     class CaptionServer(tf.Module):
         def __init__(self):
@@ -104,8 +120,7 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
             self.tokenizer = tokenizer
             self.backbone = backbone.model if backbone is not None else None
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image")])
-        def serve(self, image):
+        def _inputs(self, image):
             count = tf.shape(image)[0]
             pixels = tf.map_fn(
                 lambda item: checked_decode(item[0], item[1], image_size),
@@ -115,11 +130,46 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
             # An empty batch runs as one blank image (convolutions reject batches of 0), then is cut off.
             pixels = tf.concat([pixels, tf.zeros([tf.maximum(0, 1 - count), image_size, image_size, 3])], 0)
             if backbone is None:
-                inputs = tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8)
-            else:
-                # Rounded through float16 like the cached features training read.
-                inputs = tf.cast(backbone(pixels), tf.float16)
+                return tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8), count
+            # Rounded through float16 like the cached features training read.
+            return tf.cast(backbone(pixels), tf.float16), count
+
+        @tf.function(input_signature=[image_spec])
+        def serve(self, image):
+            inputs, count = self._inputs(image)
             ids, _, scores = decode_fn(inputs)
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", n_best)
+
+        @tf.function(input_signature=[image_spec, *settings_specs()])
+        def serve_with_settings(self, image, beam_width, n_best, max_length, length_penalty):
+            settings = read_settings(beam_width, n_best, max_length, length_penalty)
+            inputs, count = self._inputs(image)
+            ids, _, scores = settings_decode(inputs, *settings)
+            return serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", "any")
+
+        @tf.function(input_signature=[image_spec])
+        def attention(self, image):
+            inputs, count = self._inputs(image)
+            ids, lengths, scores = make_decode_best(decode_fn, n_best)(inputs)
+            ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
+            start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+            weights = tf.cast(self.model.attention(inputs, tf.concat([start, ids[:, :-1]], 1)), tf.float32)
+            mask = tf.sequence_mask(lengths, tf.shape(ids)[1])
+            cells = tf.shape(weights)[2]
+            side = tf.cast(tf.round(tf.sqrt(tf.cast(cells, tf.float32))), tf.int32)
+            outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", 1)
+            outputs.update(
+                tokens=token_strings(self.tokenizer, ids, mask)[:count],
+                attention=tf.where(mask[:, :, None], weights, 0.0)[:count],
+                grid=tf.tile([[side, cells // side]], [count, 1]),
+            )
+            return outputs
+
+        def serving_signatures(self):
+            return {
+                "serving_default": self.serve,
+                SETTINGS_SIGNATURE: self.serve_with_settings,
+                ATTENTION_SIGNATURE: self.attention,
+            }
 
     return CaptionServer()
