@@ -223,9 +223,18 @@ def _batch_examples(server, sentences):
 
 def test_several_models_by_name_and_sigterm_lets_a_request_in_flight_finish(export):
     base, sources = export
-    with running_server(f"a={base}", f"b={base / '1'}", extra_args=["--batch-timeout-ms", "3000"]) as url:
+    (run_dir,) = (base.parent.parent / "runs" / "tiny").iterdir()
+    with running_server(run_dir, f"a={base}", f"b={base / '1'}", extra_args=["--batch-timeout-ms", "3000"]) as url:
         process = running_server.process
-        assert get_json(url + "/healthz")[1]["models"] == ["a", "b"]
+        assert get_json(url + "/healthz")[1]["models"] == ["a", "b", "tiny"]
+        # A run folder is served as version 1, with the signatures its export has.
+        status, metadata = get_json(url + "/v1/models/tiny/metadata")
+        signatures = metadata["metadata"]["signature_def"]["signature_def"]
+        assert status == 200 and {"serving_default", "with_settings", "attention"} <= set(signatures)
+        assert signatures["with_settings"]["inputs"]["beam_width"]["dtype"] == "DT_INT32"
+        from_run = post_json(url + "/v1/models/tiny:predict", {"instances": sources})[1]
+        from_export = post_json(url + "/v1/models/a:predict", {"instances": sources})[1]
+        assert [r["translations"] for r in from_run["predictions"]] == [r["translations"] for r in from_export["predictions"]]
         answers = []
         sender = threading.Thread(
             target=lambda: answers.append(post_json(url + "/v1/models/b:predict", {"instances": [sources[0]]}))

@@ -59,6 +59,10 @@ class Batcher:
             batch = [await self.queue.get()]
             deadline = asyncio.get_running_loop().time() + self.timeout_seconds
             while sum(len(item[1][self.batch_input]) for item in batch) < self.max_batch_size:
+                # Requests that queued while the last batch ran join at once: the window may be spent already.
+                if not self.queue.empty():
+                    batch.append(self.queue.get_nowait())
+                    continue
                 left = deadline - asyncio.get_running_loop().time()
                 if left <= 0:
                     break
