@@ -648,3 +648,28 @@ def test_the_early_stop_weighs_the_leader_by_its_own_length_penalty():
     np.testing.assert_array_equal(ids, [[X, Y, END, 0, 0, 0]])
     np.testing.assert_allclose(scores, [leader / _penalty(2, alpha)], rtol=1e-5)
     np.testing.assert_array_equal(taken, [3])
+
+
+@pytest.mark.parametrize("width, n_best, max_length, alpha", [(1, 1, 6, 0.0), (3, 2, 6, 0.6), (5, 5, 4, 1.0), (9, 3, 6, 0.0)])
+def test_settings_given_as_tensors_search_as_the_same_numbers_do(width, n_best, max_length, alpha):
+    # An export's `with_settings` signature traces one graph for every setting.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("settings as tensors: TensorFlow graphs only")
+    import tensorflow as tf
+
+    rng = np.random.default_rng(width)
+    table = np.log(rng.dirichlet(np.full(VOCAB, 0.5), size=VOCAB)).astype("float32")
+
+    def step(ids, state):
+        return tf.gather(table, ids), state
+
+    def search(width, n_best, max_length, alpha):
+        state = tf.repeat(tf.zeros([2]), width, axis=0)
+        return beam_search(step, state, tf.fill([2], START), END, max_length, width, alpha=alpha, n_best=n_best)[:3]
+
+    traced = tf.function(search, input_signature=[tf.TensorSpec([], tf.int32)] * 3 + [tf.TensorSpec([], tf.float32)])
+    got = traced(width, n_best, max_length, alpha)
+    expected = search(width, n_best, max_length, alpha)
+    assert got[0].shape == (2, n_best, max_length)
+    for mine, theirs in zip(got, expected):
+        np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)
