@@ -260,17 +260,21 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best):
     "--model", "named", multiple=True, metavar="NAME=PATH", help="Serve another model under NAME (repeatable)."
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8501, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
 @click.option("--max-batch-size", default=32, show_default=True, type=click.IntRange(min=1),
               help="Most examples merged from concurrent requests into one model call.")
 @click.option("--batch-timeout-ms", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="How long a request waits for others to share its batch.")
-@click.option("--max-body-bytes", default=16 * 1024**2, show_default=True, type=click.IntRange(min=1))
+@click.option("--max-body-bytes", default=16 * 1024**2, show_default=True, type=click.IntRange(min=1),
+              help="Largest request body read.")
 @click.option("--max-instances", default=64, show_default=True, type=click.IntRange(min=1),
               help="Most examples in one request.")
-@click.option("--max-text-characters", default=10_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--max-image-bytes", default=8 * 1024**2, show_default=True, type=click.IntRange(min=1))
-@click.option("--max-image-pixels", default=40_000_000, show_default=True, type=click.IntRange(min=1))
+@click.option("--max-text-characters", default=10_000, show_default=True, type=click.IntRange(min=1),
+              help="Longest text in a request.")
+@click.option("--max-image-bytes", default=8 * 1024**2, show_default=True, type=click.IntRange(min=1),
+              help="Largest encoded image in a request.")
+@click.option("--max-image-pixels", default=40_000_000, show_default=True, type=click.IntRange(min=1),
+              help="Most pixels an image's header may declare.")
 def serve(path, named, host, port, max_batch_size, batch_timeout_ms, **limits):
     """Serve exports or run folders over HTTP: TensorFlow Serving's REST API and a page to try them.
 

@@ -58,6 +58,10 @@ def test_the_wheel_holds_every_built_in_recipe_and_the_files_it_names(wheel):
     assert len(shipped) > 300  # the shapes drawings among them
     for path in shipped:
         assert f"seqtasks/recipes/{path.relative_to(REPO / 'recipes').as_posix()}" in names
+    # `seqtasks serve`'s page, read with importlib.resources from the installed package.
+    page = sorted(path.name for path in (REPO / "seqtasks" / "serving" / "static").iterdir())
+    assert page == ["app.js", "index.html", "style.css"]
+    assert all(f"seqtasks/serving/static/{name}" in names for name in page)
 
 
 def test_installed_from_the_wheel_every_recipe_with_shipped_data_runs_from_another_folder(wheel, tmp_path):

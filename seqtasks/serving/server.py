@@ -31,7 +31,7 @@ def serve(path, named, host, port, limits, max_batch_size, batch_timeout_ms, log
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SECONDS, lifespan="on"
     )
-    _graceful_server(config).run()
+    _graceful_server_class()(config).run()
     log("Stopped")
 
 
@@ -46,10 +46,6 @@ def _graceful_server_class():
             getattr(self, "_captured_signals", []).clear()
 
     return GracefulServer
-
-
-def _graceful_server(config):
-    return _graceful_server_class()(config)
 
 
 def _check_port(host, port):

@@ -166,19 +166,13 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
             settings = read_settings(beam_width, n_best, max_length, length_penalty)
             source, empty = self._source(text)
             ids, _, scores = settings_decode(source, *settings)
-            outputs = serving_outputs(self.target_tokenizer, ids, scores, output_name, "any", blank=empty)
-            return outputs
+            return serving_outputs(self.target_tokenizer, ids, scores, output_name, "any", blank=empty)
 
         def _attention(self, text):
             source, empty = self._source(text)
-            ids, lengths, scores = make_decode_best(decode_fn, n_best)(source)
-            lengths = tf.where(empty, 0, lengths)
-            ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
-            start = tf.fill([tf.shape(ids)[0], 1], START_ID)
-            weights = self.model.attention(source, tf.concat([start, ids[:, :-1]], 1))
-            target_mask = tf.sequence_mask(lengths, tf.shape(ids)[1])
+            ids, scores, weights, target_mask = decoded_attention(self.model, decode_fn, n_best, source, empty)
             source_mask = tf.not_equal(source, PAD_ID)
-            weights = tf.where(target_mask[:, :, None] & source_mask[:, None, :], tf.cast(weights, tf.float32), 0.0)
+            weights = tf.where(target_mask[:, :, None] & source_mask[:, None, :], weights, 0.0)
             outputs = serving_outputs(self.target_tokenizer, ids, scores, output_name, 1, blank=empty)
             outputs.update(
                 source_tokens=token_strings(self.source_tokenizer, source, source_mask),
@@ -194,6 +188,26 @@ def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_
             return signatures
 
     return Seq2SeqServer()
+
+
+def decoded_attention(model, decode_fn, n_best, inputs, empty=None):
+    """The best output of `decode_fn` for `inputs` and the attention the decoder gave while writing it.
+
+    Feeding the output back through `model.attention` gives the weights of
+    its own decoding. Returns `(ids, scores, weights, mask)`: `ids` `[batch,
+    T]` cut to the longest output, `weights` float32 `[batch, T, source]`,
+    `mask` `[batch, T]` true up to each output's end token; rows where
+    `empty` is true have no output.
+    """
+    import tensorflow as tf
+
+    ids, lengths, scores = make_decode_best(decode_fn, n_best)(inputs)
+    if empty is not None:
+        lengths = tf.where(empty, 0, lengths)
+    ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
+    start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+    weights = tf.cast(model.attention(inputs, tf.concat([start, ids[:, :-1]], 1)), tf.float32)
+    return ids, scores, weights, tf.sequence_mask(lengths, tf.shape(ids)[1])
 
 
 def make_decode_best(decode_fn, n_best):

@@ -100,7 +100,6 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
     """
     import tensorflow as tf
 
-    from seqtasks.special_ids import START_ID
     from seqtasks.tasks.decoding_settings import (
         ATTENTION_SIGNATURE,
         SETTINGS_SIGNATURE,
@@ -108,7 +107,7 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
         read_settings,
         settings_specs,
     )
-    from seqtasks.tasks.seq2seq_common import make_decode_best, serving_outputs, token_strings
+    from seqtasks.tasks.seq2seq_common import decoded_attention, serving_outputs, token_strings
 
     settings_decode = make_settings_decode(model)
     image_spec = tf.TensorSpec([None], tf.string, name="image")
@@ -150,11 +149,7 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
         @tf.function(input_signature=[image_spec])
         def attention(self, image):
             inputs, count = self._inputs(image)
-            ids, lengths, scores = make_decode_best(decode_fn, n_best)(inputs)
-            ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
-            start = tf.fill([tf.shape(ids)[0], 1], START_ID)
-            weights = tf.cast(self.model.attention(inputs, tf.concat([start, ids[:, :-1]], 1)), tf.float32)
-            mask = tf.sequence_mask(lengths, tf.shape(ids)[1])
+            ids, scores, weights, mask = decoded_attention(self.model, decode_fn, n_best, inputs)
             cells = tf.shape(weights)[2]
             side = tf.cast(tf.round(tf.sqrt(tf.cast(cells, tf.float32))), tf.int32)
             outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", 1)
