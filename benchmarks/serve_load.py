@@ -12,21 +12,26 @@ nothing is downloaded. One thing computes at a time:
    threads, each with its own keep-alive connection, send one-sentence
    `:predict` requests in a closed loop, each level bounded by `--requests`
    and `--seconds`; every answer must be 200 with a non-empty translation
-   (the mean examples a model call from the `X-Seqtasks-Batch-Examples` header);
+   (the mean examples a model call from the server's `--log-batches` lines);
 3. the server's RSS (`/proc/PID/status` VmRSS) before, during and after two
    rounds of 1,100 oversized requests from 8 threads: 500 bodies of 20 MiB
    with a Content-Length (over `--max-body-bytes`), 100 sent chunked without
    one (the limit counted while streaming), and 500 texts of 50,000
    characters (over `--max-text-characters`); every answer must be 413
    naming the limit, and a predict must still be answered after;
-4. SIGTERM to the server, which must exit 0.
+4. SIGTERM to the server, which must exit 0;
+5. overload: `seqtasks serve EXPORT --max-queued 16` against 64 client
+   threads that send again at once whatever the answer, for
+   `--overload-seconds`: accepted (200) and rejected (503, naming
+   `--max-queued`, with `Retry-After`) requests/s, the latency of each, and
+   the peak RSS of the server and its request parser; then SIGTERM.
 
 Each level also records the CPU seconds other processes used meanwhile
 (from /proc), since other work on the machine skews every figure.
 
 Prints a Markdown table and writes the same as JSON to `--output` (default
-`runs/serve_load/serve_load.json`; the server's log beside it). The
-defaults take about 3 minutes on 2 CPU cores.
+`runs/serve_load/serve_load.json`; the servers' logs beside it). The
+defaults take about 4 minutes on 2 CPU cores.
 """
 
 import argparse
@@ -35,6 +40,7 @@ import http.client
 import json
 import os
 import random
+import re
 import select
 import signal
 import socket
@@ -64,6 +70,9 @@ def main(argv=None):
     parser.add_argument("--max-batch-size", type=int, default=32, help="passed to seqtasks serve")
     parser.add_argument("--batch-timeout-ms", type=float, default=5.0, help="passed to seqtasks serve")
     parser.add_argument("--oversized", type=int, default=500, help="requests of each oversized kind (chunked: a fifth)")
+    parser.add_argument("--overload-clients", type=int, default=64, help="client threads of the overload run")
+    parser.add_argument("--overload-queue", type=int, default=16, help="--max-queued of the overload run's server")
+    parser.add_argument("--overload-seconds", type=float, default=30.0, help="length of the overload run")
     parser.add_argument("--output", type=Path, default=Path("runs/serve_load/serve_load.json"))
     args = parser.parse_args(argv)
     export = args.export
@@ -108,12 +117,22 @@ def main(argv=None):
         result["memory"] = oversized(server, args.oversized)
     finally:
         result["shutdown"] = server.stop()
+    queue = ["--max-queued", str(args.overload_queue)]
+    busy = Server(export, args.output.with_name("server_overload.log"), args.max_batch_size, args.batch_timeout_ms, queue)
+    try:
+        busy.start()
+        warm_up(busy, sentences)
+        result["overload"] = overload(busy, sentences, args.overload_clients, args.overload_queue, args.overload_seconds)
+    finally:
+        result["overload"] = {**result.get("overload", {}), "shutdown": busy.stop()}
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(markdown(result))
     print(f"\n(written to {args.output}; the server's log: {log_path})")
     failed = sum(level["errors"] for level in result["levels"]) + result["memory"]["errors"]
-    return 1 if failed or result["shutdown"]["exit_code"] != 0 else 0
+    failed += result["overload"]["errors"]
+    stopped = result["shutdown"]["exit_code"] == 0 and result["overload"]["shutdown"]["exit_code"] == 0
+    return 1 if failed or not stopped else 0
 
 
 def load_sentences(path, count, seed):
@@ -179,12 +198,13 @@ def free_port():
 class Server:
     """`seqtasks serve EXPORT` on a free port of 127.0.0.1, its output in `log_path`."""
 
-    def __init__(self, export, log_path, max_batch_size, batch_timeout_ms):
+    def __init__(self, export, log_path, max_batch_size, batch_timeout_ms, extra=()):
         self.port = free_port()
         self.command = [
             sys.executable, "-m", "seqtasks", "serve", str(export), "--host", "127.0.0.1", "--port", str(self.port),
             "--max-batch-size", str(max_batch_size), "--batch-timeout-ms", str(batch_timeout_ms),
             "--max-body-bytes", str(MAX_BODY_BYTES), "--max-text-characters", str(MAX_TEXT_CHARACTERS),
+            "--log-batches", *extra,
         ]
         self.log_path = log_path
         self.process = None
@@ -209,8 +229,18 @@ class Server:
                 raise SystemExit(f"seqtasks serve did not answer /healthz in {timeout} s; see {self.log_path}")
             time.sleep(0.3)
         self.startup_seconds = time.perf_counter() - started
+        self.log.flush()
         self.predict_path = f"/v1/models/{self.name}:predict"
         print(f"  ready in {self.startup_seconds:.1f} s, model {self.name!r}, pid {self.process.pid}", flush=True)
+
+    def logged_calls(self, start=0):
+        """`(examples of each model call logged since byte `start` of the log, the log's size now)`."""
+        self.log.flush()
+        with open(self.log_path, "rb") as log:
+            log.seek(start)
+            text = log.read()
+        found = re.findall(rb": serving_default call of (\d+) examples", text)
+        return [int(size) for size in found], start + len(text)
 
     def connection(self, timeout=120):
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -269,8 +299,9 @@ def load_level(server, sentences, clients, requests, seconds):
     """`clients` threads in a closed loop, one keep-alive connection each, until `requests` or `seconds`."""
     lock = threading.Lock()
     issued = [0]
-    latencies, problems, call_sizes = [], [], []
+    latencies, problems = [], []
     deadline = time.perf_counter() + seconds
+    _, log_start = server.logged_calls()
 
     def client():
         connection = server.connection()
@@ -286,9 +317,8 @@ def load_level(server, sentences, clients, requests, seconds):
                 connection.request("POST", server.predict_path, body, {"Content-Type": "application/json"})
                 answer = connection.getresponse()
                 problem = check_prediction(answer.status, answer.read())
-                size = answer.getheader("X-Seqtasks-Batch-Examples")
             except (OSError, http.client.HTTPException) as error:
-                problem, size = f"{type(error).__name__}: {error}", None
+                problem = f"{type(error).__name__}: {error}"
                 connection.close()
                 connection = server.connection()
             elapsed = time.perf_counter() - before
@@ -297,8 +327,6 @@ def load_level(server, sentences, clients, requests, seconds):
                     problems.append(problem)
                 else:
                     latencies.append(elapsed)
-                    if size is not None and size.isdigit() and int(size) > 0:
-                        call_sizes.append(int(size))
         connection.close()
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
@@ -312,10 +340,9 @@ def load_level(server, sentences, clients, requests, seconds):
                     len(problems))
     level["clients"] = clients
     level["other_cpu_s"] = other.seconds
-    # Each request is one sentence, so a model call of k examples answered k of them: calls = sum of 1/k.
-    level["examples_per_call"] = round(len(call_sizes) / sum(1 / k for k in call_sizes), 2) if call_sizes else None
-    sizes = sorted(set(call_sizes))
-    level["model_calls_by_examples"] = {str(k): round(call_sizes.count(k) / k, 1) for k in sizes}
+    calls, _ = server.logged_calls(log_start)
+    level["examples_per_call"] = round(sum(calls) / len(calls), 2) if calls else None
+    level["model_calls_by_examples"] = {str(k): calls.count(k) for k in sorted(set(calls))}
     if problems:
         level["first_errors"] = problems[:5]
     print(f"  {level['requests']} requests, {level['requests_per_s']} /s, p50 {level['p50_ms']} ms, "
@@ -376,12 +403,103 @@ class OtherLoad:
 # Oversized requests
 
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return None
+def rss_mib(pid, children=False):
+    """The resident memory of `pid` in MiB (with `children`, plus that of its child processes)."""
+    total = 0
+    pids = [pid]
+    if children:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as listed:
+                pids += [int(child) for child in listed.read().split()]
+        except OSError:
+            pass
+    for each in pids:
+        try:
+            with open(f"/proc/{each}/status") as status:
+                total += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            pass
+    return round(total / 1024, 1)
+
+
+def overload(server, sentences, clients, queue, seconds):
+    """`clients` threads that send one-sentence requests again at once, whatever the answer, for `seconds`."""
+    pid = server.process.pid
+    lock = threading.Lock()
+    accepted, rejected, problems, samples = [], [], [], []
+    stop = threading.Event()
+    deadline = time.perf_counter() + seconds
+
+    def client(offset):
+        connection = server.connection()
+        index = offset
+        while time.perf_counter() < deadline:
+            body = json.dumps({"instances": [sentences[index % len(sentences)]]})
+            index += clients
+            before = time.perf_counter()
+            try:
+                connection.request("POST", server.predict_path, body, {"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                status, payload = answer.status, answer.read()
+                problem = None
+                if status == 503:
+                    message = json.loads(payload).get("error", "")
+                    if "--max-queued" not in message or answer.getheader("Retry-After") != "1":
+                        problem = f"a 503 without the queue's message or Retry-After: {payload[:200]!r}"
+                else:
+                    problem = check_prediction(status, payload)
+            except (OSError, http.client.HTTPException, ValueError) as error:
+                status, problem = None, f"{type(error).__name__}: {error}"
+                connection.close()
+                connection = server.connection()
+            elapsed = time.perf_counter() - before
+            with lock:
+                if problem:
+                    problems.append(problem)
+                elif status == 200:
+                    accepted.append(elapsed)
+                else:
+                    rejected.append(elapsed)
+        connection.close()
+
+    def sample():
+        while not stop.is_set():
+            samples.append(rss_mib(pid, children=True))
+            stop.wait(0.05)
+
+    print(f"overload: {clients} clients against --max-queued {queue} for {seconds:g} s", flush=True)
+    before = rss_mib(pid, children=True)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.perf_counter()
+    with OtherLoad(pid) as other:
+        threads = [threading.Thread(target=client, args=(offset,)) for offset in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    elapsed = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    import numpy as np
+
+    def ms(values, q):
+        return round(float(np.percentile(np.array(values) * 1000.0, q)), 1) if values else None
+
+    result = {
+        "clients": clients, "max_queued": queue, "seconds": round(elapsed, 1),
+        "accepted": len(accepted), "rejected": len(rejected), "errors": len(problems),
+        "accepted_per_s": round(len(accepted) / elapsed, 1), "rejected_per_s": round(len(rejected) / elapsed, 1),
+        "accepted_p50_ms": ms(accepted, 50), "accepted_p99_ms": ms(accepted, 99),
+        "rejected_p50_ms": ms(rejected, 50), "rejected_p99_ms": ms(rejected, 99),
+        "rss_before_mib": before, "rss_peak_mib": max(samples + [before]), "other_cpu_s": other.seconds,
+    }
+    if problems:
+        result["first_errors"] = problems[:5]
+    print(f"  accepted {result['accepted_per_s']}/s (p99 {result['accepted_p99_ms']} ms), rejected "
+          f"{result['rejected_per_s']}/s (p99 {result['rejected_p99_ms']} ms), {len(problems)} errors, "
+          f"RSS {before} -> peak {result['rss_peak_mib']} MiB", flush=True)
+    return result
 
 
 def raw_request(port, path, body, chunked, timeout=120, piece=256 * 1024):
@@ -557,6 +675,15 @@ def markdown(result):
     shutdown = result["shutdown"]
     rows.append(f"SIGTERM: exit code {shutdown['exit_code']} after {shutdown['seconds']} s. "
                 f"Startup (to /healthz): {result.get('server_startup_s')} s, RSS {result.get('rss_after_startup_mib')} MiB.")
+    load = result["overload"]
+    rows.append("")
+    rows.append("| overload | clients | --max-queued | accepted/s | accepted p50 ms | accepted p99 ms | rejected/s | "
+                "rejected p99 ms | errors | peak RSS MiB (server + parser) |")
+    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows.append(f"| {load['seconds']} s | {load['clients']} | {load['max_queued']} | {load['accepted_per_s']} | "
+                f"{load['accepted_p50_ms']} | {load['accepted_p99_ms']} | {load['rejected_per_s']} | "
+                f"{load['rejected_p99_ms']} | {load['errors']} | {load['rss_before_mib']} -> {load['rss_peak_mib']} |")
+    rows.append(f"Overload server SIGTERM: exit code {load['shutdown']['exit_code']}; other CPU s {load['other_cpu_s']}.")
     rows.append(f"Machine: {result['machine']}.")
     return "\n".join(rows)
 

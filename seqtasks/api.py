@@ -107,6 +107,7 @@ class SeqtasksModel:
         self.task = predictor.spec.name
         self.path = predictor.path
         self.input_name = predictor.input_name
+        self.binary_input = predictor.spec.binary_input
 
     def __repr__(self):
         return f"<seqtasks {self.task} model from {self.path}>"
@@ -115,7 +116,7 @@ class SeqtasksModel:
         """Every output of the serving signature for each input, as plain Python values (NER: without padding)."""
         from seqtasks.predict import plain_outputs
 
-        single, items = _as_list(inputs, self.input_name == "image")
+        single, items = _as_list(inputs, self.binary_input)
         results = []
         for outputs, count in self._batches(items, batch_size):
             results += [plain_outputs(outputs, index) for index in range(count)]
@@ -158,20 +159,16 @@ class SeqtasksModel:
         and `grid` `[h, w]`. A model without attention (NER, `attention:
         none`, pooling other than attention) raises `SeqtasksError`.
         """
-        import numpy as np
-
         from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
 
         if ATTENTION_SIGNATURE not in self._predictor.signature_names:
             raise SeqtasksError(f"{self.path}: this {self.task} model has no attention weights to show")
-        single, items = _as_list(inputs, self.input_name == "image")
+        single, items = _as_list(inputs, self.binary_input)
         results = []
         for start in range(0, len(items), _positive(batch_size)):
             batch = items[start : start + batch_size]
-            outputs = self._predictor.run(ATTENTION_SIGNATURE, {self._predictor.input_name: self._predictor.inputs(batch)})
-            for index in range(len(batch)):
-                row = {key: value[index] for key, value in outputs.items()}
-                results.append(_attention_row(row, np))
+            inputs = {self._predictor.input_name: self._predictor.inputs(batch)}
+            results += attention_rows(self._predictor.run(ATTENTION_SIGNATURE, inputs))
         return results[0] if single else results
 
     def classify(self, texts, batch_size=64):
@@ -205,7 +202,7 @@ class SeqtasksModel:
             raise SeqtasksError(f"{self.path}: a {self.task} model has no {method}(); use predict()")
 
     def _each(self, inputs, batch_size, convert):
-        single, items = _as_list(inputs, self.input_name == "image")
+        single, items = _as_list(inputs, self.binary_input)
         results = []
         for outputs, count in self._batches(items, batch_size):
             results += [convert(outputs, index) for index in range(count)]
@@ -291,6 +288,18 @@ def _positive(batch_size):
     if not isinstance(batch_size, int) or batch_size < 1:
         raise SeqtasksError(f"batch_size: expected a positive integer; got {batch_size!r}")
     return batch_size
+
+
+def attention_rows(outputs):
+    """The `attention` signature's outputs (NumPy arrays by name) as one plain dict per input, padding cut off.
+
+    Takes the outputs of `SeqtasksModel.run_signature("attention", ...)`:
+    the values a caller sent, never paths (`seqtasks serve` calls it so).
+    """
+    import numpy as np
+
+    count = len(next(iter(outputs.values())))
+    return [_attention_row({key: value[index] for key, value in outputs.items()}, np) for index in range(count)]
 
 
 def _attention_row(row, np):

@@ -261,33 +261,56 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best):
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A Host header name to answer besides 127.0.0.1, localhost, [::1] and --host (repeatable; "
+                   "'*' answers any, behind a proxy that checks it).")
 @click.option("--max-batch-size", default=32, show_default=True, type=click.IntRange(min=1),
-              help="Most examples merged from concurrent requests into one model call.")
+              help="Most examples in one model call; concurrent requests are merged up to it, larger ones split.")
 @click.option("--batch-timeout-ms", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="How long a request waits for others to share its batch.")
+@click.option("--max-queued", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Most requests waiting for one model; more are answered 503 with Retry-After.")
+@click.option("--request-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Longest a request waits for its answer; then 504 and its work is dropped.")
+@click.option("--max-concurrent-requests", default=128, show_default=True, type=click.IntRange(min=1),
+              help="Most HTTP requests handled at once; more are answered 503 with Retry-After.")
+@click.option("--header-timeout-s", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="How long a connection may take to send a request's headers; then it is closed.")
+@click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="How long a request's body may take to arrive; then 408.")
+@click.option("--health-timeout-s", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="How long /healthz waits for each model to answer a one-example request; then 503.")
 @click.option("--max-body-bytes", default=16 * 1024**2, show_default=True, type=click.IntRange(min=1),
               help="Largest request body read.")
 @click.option("--max-instances", default=64, show_default=True, type=click.IntRange(min=1),
-              help="Most examples in one request.")
+              help="Most examples (and values of any one input) in one request.")
 @click.option("--max-text-characters", default=10_000, show_default=True, type=click.IntRange(min=1),
               help="Longest text in a request.")
 @click.option("--max-image-bytes", default=8 * 1024**2, show_default=True, type=click.IntRange(min=1),
               help="Largest encoded image in a request.")
 @click.option("--max-image-pixels", default=40_000_000, show_default=True, type=click.IntRange(min=1),
               help="Most pixels an image's header may declare.")
-def serve(path, named, host, port, max_batch_size, batch_timeout_ms, **limits):
+@click.option("--log-batches", is_flag=True, help="Log each model call: its signature, examples and requests.")
+def serve(path, named, host, port, allowed_hosts, log_batches, **options):
     """Serve exports or run folders over HTTP: TensorFlow Serving's REST API and a page to try them.
 
     PATH is an export's base path (its newest version is served), a version
     folder or a run folder; its name is the export's (or the run's) name.
-    Requests over a limit are answered 413 naming it. Stops on Ctrl-C or
-    SIGTERM once the requests in flight are answered.
+    Requests over a limit are answered 413 naming it; a full queue 503, a
+    request past its deadline 504. Only requests naming an allowed host,
+    and POST bodies of type application/json, are answered. Stops on Ctrl-C
+    or SIGTERM once the requests in flight are answered.
     """
-    from seqtasks.serving.limits import Limits
+    from dataclasses import fields
+
+    from seqtasks.serving.limits import Capacity, Limits
     from seqtasks.serving.server import serve as run_server
 
+    def pick(cls):
+        return cls(**{field.name: options[field.name] for field in fields(cls)})
+
     try:
-        run_server(path, named, host, port, Limits(**limits), max_batch_size, batch_timeout_ms, log=click.echo)
+        run_server(path, named, host, port, pick(Limits), pick(Capacity), allowed_hosts, log_batches, log=click.echo)
     except SeqtasksError as error:
         raise UserError(str(error)) from None
 

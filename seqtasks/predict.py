@@ -3,10 +3,9 @@
 import json
 import sys
 
-from seqtasks.errors import SeqtasksError
+from seqtasks.errors import ModelFailure, SeqtasksError
+from seqtasks.quiet import dropped_native_stderr
 
-# The first bytes of the image files an export reads: JPEG, PNG, BMP.
-IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM")
 MAX_IMAGE_BYTES = 64 * 1024**2
 
 
@@ -113,9 +112,12 @@ class Predictor:
                     f"input {key!r}: expected shape {_shape_text(specs[key].shape)}; got {_shape_text(tensors[key].shape)}"
                 )
         try:
-            return {key: value.numpy() for key, value in function(**tensors).items()}
+            with dropped_native_stderr():
+                return {key: value.numpy() for key, value in function(**tensors).items()}
         except tf.errors.InvalidArgumentError as error:
             raise SeqtasksError(f"the model rejected the input: {failure_reason(error.message)}") from None
+        except tf.errors.OpError as error:
+            raise ModelFailure(f"the model failed: {failure_reason(error.message)}", type(error).__name__) from None
 
     def describe(self):
         """Every signature's inputs and outputs: `{name: {"inputs": {input: (dtype, shape)}, "outputs": ...}}`."""
@@ -134,13 +136,17 @@ class Predictor:
         import tensorflow as tf
 
         try:
-            return {key: value.numpy() for key, value in self.serve(**{self.input_name: self._tensor(items)}).items()}
+            with dropped_native_stderr():
+                outputs = self.serve(**{self.input_name: self._tensor(items)})
+                return {key: value.numpy() for key, value in outputs.items()}
         except tf.errors.InvalidArgumentError as error:
             if self.input_name == "image" and len(items) > 1:
                 for item in items:  # find the one that failed
                     self.outputs([item])
             what = f"{items[0]}: " if self.input_name == "image" and len(items) == 1 else ""
             raise SeqtasksError(f"{what}the model rejected the input: {failure_reason(error.message)}") from None
+        except tf.errors.OpError as error:
+            raise ModelFailure(f"the model failed: {failure_reason(error.message)}", type(error).__name__) from None
 
     def n_best(self):
         """How many hypotheses per input the export returns: its `model.decoding.n_best`."""
@@ -197,7 +203,8 @@ def _shape_text(shape):
 
 
 def read_image(path):
-    """The bytes of the image file `path`, if it starts as a JPEG, PNG or BMP file does."""
+    """The bytes of the image file `path`, if it starts as a JPEG, PNG or BMP file does (a JPEG whole)."""
+    from seqtasks.data.image_headers import BadImage, check_image
     from seqtasks.regular_files import open_regular_file
 
     try:
@@ -209,8 +216,10 @@ def read_image(path):
         raise SeqtasksError(f"{path}: cannot read: {error.strerror}") from None
     if not data:
         raise SeqtasksError(f"{path}: empty file, not an image")
-    if not data.startswith(IMAGE_SIGNATURES):
-        raise SeqtasksError(f"{path}: not a decodable image (JPEG, PNG or BMP expected)")
+    try:
+        check_image(data)
+    except BadImage as error:
+        raise SeqtasksError(f"{path}: {error}") from None
     return data
 
 

@@ -57,6 +57,31 @@ def silenced_stderr():
                 sys.stderr.write(caught.read().decode("utf-8", "replace"))
 
 
+@contextlib.contextmanager
+def dropped_native_stderr():
+    """Points file descriptor 2 at the null device for the block: native libraries' chatter is dropped.
+
+    For a model call: libjpeg writes warnings and errors about a damaged
+    image straight to the process's stderr (`Bogus Huffman table
+    definition`) before TensorFlow raises the error that names the image.
+    Python's own `sys.stderr` writes go the same way meanwhile, so the block
+    should only run the call.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to silence
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 class _SilentImport(importlib.abc.MetaPathFinder):
     """Finds `module` as the other finders would and loads it with standard error silenced; once."""
 

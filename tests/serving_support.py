@@ -113,7 +113,7 @@ def request(method, url, body=None, headers=None, timeout=120):
             status, payload, kind = answer.status, answer.read(), answer.headers.get("content-type", "")
     except urllib.error.HTTPError as error:
         status, payload, kind = error.code, error.read(), error.headers.get("content-type", "")
-    return status, json.loads(payload) if kind.startswith("application/json") else payload
+    return status, json.loads(payload) if kind.startswith("application/json") and method != "HEAD" else payload
 
 
 def get_json(url):
@@ -122,3 +122,103 @@ def get_json(url):
 
 def post_json(url, body):
     return request("POST", url, body, {"Content-Type": "application/json"})
+
+
+class FakeModel:
+    """A test double behind `SeqtasksModel`'s serving API: echoes its inputs, records every call, and blocks
+    while `gate` is cleared (a stuck model).
+
+    Its `serving_default` answers `output` = the input upper-cased (text) or
+    its byte count (images); `with_settings` adds `width` = the beam width;
+    `attention` answers the shapes `seqtasks.api.attention_rows` reads.
+    `failure`, when set, is raised by the next calls.
+    """
+
+    def __init__(self, task="translation", binary=False):
+        import threading
+
+        self.task = task
+        self.input_name = "image" if binary else "text"
+        self.binary_input = binary
+        self.path = f"/fake/{task}"
+        self.calls = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failure = None
+
+    def signatures(self):
+        text = {self.input_name: ("string", [None])}
+        settings = {"beam_width": ("int32", [None]), "n_best": ("int32", [None]), "max_length": ("int32", [None]),
+                    "length_penalty": ("float32", [None])}
+        return {
+            "serving_default": {"inputs": text, "outputs": {"output": ("string", [None])}},
+            "with_settings": {"inputs": {**text, **settings}, "outputs": {"output": ("string", [None])}},
+            "attention": {"inputs": text, "outputs": {"attention": ("float32", [None, None, None])}},
+        }
+
+    def run_signature(self, name, inputs):
+        import numpy as np
+
+        self.gate.wait()
+        self.calls.append((name, {key: list(value) for key, value in inputs.items()}))
+        if self.failure is not None:
+            raise self.failure
+        values = inputs[self.input_name]
+        shown = [str(len(v)) if self.binary_input else (v.decode() if isinstance(v, bytes) else v).upper() for v in values]
+        if name == "attention":
+            tokens = np.array([[s.encode(), b""] for s in shown], object)
+            return {"translation": np.array([s.encode() for s in shown], object), "score": np.zeros(len(values)),
+                    "source_tokens": tokens, "target_tokens": tokens,
+                    "attention": np.full((len(values), 2, 2), 0.5, np.float32)}
+        outputs = {"output": np.array([s.encode() for s in shown], object)}
+        if name == "with_settings":
+            outputs["width"] = np.array(inputs["beam_width"] * (len(values) if len(inputs["beam_width"]) == 1 else 1))
+        return outputs
+
+    def decoding_defaults(self):
+        return {"beam_width": 2, "n_best": 1, "max_length": 10, "length_penalty": 0.0}
+
+    def label_names(self):
+        return None
+
+
+def fake_served(*models):
+    """`{name: ServedModel}` of `(name, FakeModel)` pairs, as `seqtasks.serving.models.load_served` gives."""
+    from seqtasks.serving.models import ServedModel
+
+    return {name: ServedModel(name, 1, model, model.signatures()) for name, model in models}
+
+
+@contextlib.contextmanager
+def in_process_server(served, limits=None, capacity=None, allowed_hosts=(), log_batches=False):
+    """`seqtasks serve`'s application on uvicorn in a thread of this process, on a free port of 127.0.0.1,
+    with the server's own protocol and options; yields `(base URL, log lines)`."""
+    import threading
+
+    import uvicorn
+
+    from seqtasks.serving.app import make_app
+    from seqtasks.serving.limits import Capacity, Limits
+    from seqtasks.serving.server import KEEP_ALIVE_SECONDS, header_deadline_protocol
+
+    capacity = capacity or Capacity()
+    lines = []
+    app = make_app(served, limits or Limits(), capacity, allowed_hosts, log=lines.append, log_batches=log_batches)
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                            timeout_keep_alive=KEEP_ALIVE_SECONDS, http=header_deadline_protocol(capacity.header_timeout_s))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise AssertionError("the in-process server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", lines
+    finally:
+        for model in served.values():
+            model.model.gate.set()
+        server.should_exit = True
+        thread.join(30)

@@ -328,3 +328,28 @@ def test_the_export_s_attention_and_settings_signatures_caption_as_serving_defau
     settings = exported.run_signature("with_settings", inputs)
     assert [text.decode() for text in settings["caption"]] == [caption.text for caption in captions]
     assert settings["captions"].shape == (2, decoding["n_best"])
+
+
+@pytest.mark.slow
+def test_the_served_captioner_takes_image_bytes_only_while_the_python_api_reads_paths(caption_run):
+    import base64
+
+    from serving_support import post_json, running_server
+
+    import seqtasks
+
+    root, run_dir, _ = caption_run
+    expected = [line.split("\t")[1] for line in (run_dir / "captions.tsv").read_text().splitlines()]
+    path = SHAPES / "images" / "dev_000.png"
+    encoded = {"b64": base64.b64encode(path.read_bytes()).decode()}
+    with running_server(root / "saved_models" / "captioning") as url:
+        base = url + "/v1/models/captioning"
+        for endpoint in (":predict", ":attention"):
+            status, answer = post_json(base + endpoint, {"instances": [str(path)]})
+            assert status == 400 and "a server never reads a file path" in answer["error"], answer
+        assert post_json(base + ":predict", {"instances": [encoded]})[1]["predictions"][0]["caption"] == expected[0]
+        status, answer = post_json(base + ":attention", {"instances": [encoded]})
+        assert status == 200 and answer["attention"][0]["caption"] == expected[0]
+    local = seqtasks.load(root / "saved_models" / "captioning")
+    assert local.caption(str(path)).text == expected[0]  # a local caller may still name a file
+    assert local.attention(str(path))["caption"] == expected[0]

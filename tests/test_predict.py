@@ -44,11 +44,48 @@ def test_only_regular_image_files_are_read(tmp_path):
     assert str(raised.value) == f"{tmp_path}: cannot read: Is a directory"
 
 
-@pytest.mark.parametrize("start", [b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"BM"])
+@pytest.mark.parametrize("start", [b"\x89PNG\r\n\x1a\n", b"BM"])
 def test_files_that_start_as_images_do_are_read_whole(tmp_path, start):
     path = tmp_path / "image"
     path.write_bytes(start + b"rest")
     assert read_image(path) == start + b"rest"
+
+
+def test_a_jpeg_is_read_whole_and_a_truncated_one_refused_before_decoding(tmp_path):
+    import tensorflow as tf
+
+    jpeg = tf.io.encode_jpeg(tf.fill([16, 16, 3], tf.constant(90, tf.uint8))).numpy()
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(jpeg)
+    assert read_image(path) == jpeg
+    path.write_bytes(jpeg[: len(jpeg) - 40])
+    with pytest.raises(SeqtasksError) as raised:
+        read_image(path)
+    assert str(raised.value) == f"{path}: a truncated JPEG (its image data does not end)"
+    path.write_bytes(b"\xff\xd8\xff\xe0rest")
+    with pytest.raises(SeqtasksError, match="a JPEG without a frame header"):
+        read_image(path)
+
+
+def test_a_model_failure_other_than_its_input_keeps_tensorflow_s_error_class():
+    import tensorflow as tf
+
+    from seqtasks.errors import ModelFailure
+    from seqtasks.predict import Predictor
+
+    class Failing:
+        structured_input_signature = ((), {"text": tf.TensorSpec([None], tf.string, name="text")})
+
+        def __call__(self, **inputs):
+            raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    predictor = Predictor(None, Failing(), "text", signatures={"serving_default": Failing()})
+    with pytest.raises(ModelFailure) as raised:
+        predictor.run("serving_default", {"text": ["a"]})
+    assert raised.value.code == "ResourceExhaustedError"
+    assert str(raised.value) == "the model failed: OOM when allocating tensor"
+    with pytest.raises(ModelFailure, match="OOM"):
+        predictor.outputs(["a"])
 
 
 def test_the_reason_of_a_graph_error_is_its_line_before_the_node():
@@ -118,3 +155,26 @@ def test_predict_on_a_base_path_uses_its_newest_version_and_prints_no_tensorflow
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in result.stdout.splitlines()] == [{"echo": "hi", "version": 10}]
     assert result.stderr.splitlines() == [f"SavedModel: {tmp_path / 'echo' / '10'} (the newest version)"]
+
+
+@pytest.mark.slow
+def test_damaged_jpegs_give_one_line_errors_without_the_native_decoder_s_output(image_model, tmp_path):
+    """libjpeg writes straight to stderr; as a user runs it, in a fresh process, only the error line shows."""
+    import tensorflow as tf
+
+    jpeg = tf.io.encode_jpeg(tf.cast(tf.random.stateless_uniform([32, 32, 3], (1, 2), 0, 255), tf.uint8)).numpy()
+    table = jpeg.find(b"\xff\xc4")
+    bogus = jpeg[: table + 5] + b"\xff" * 16 + jpeg[table + 21 :]  # a Huffman table libjpeg rejects
+    paths = {"good.png": PNG, "truncated.jpg": jpeg[:-60], "bogus.jpg": bogus}
+    for name, data in paths.items():
+        (tmp_path / name).write_bytes(data)
+    env = {name: value for name, value in os.environ.items() if name not in ("TF_CPP_MIN_LOG_LEVEL", "GRPC_VERBOSITY")}
+    for name, reason in (("truncated.jpg", "a truncated JPEG (its image data does not end)"),
+                         ("bogus.jpg", "the model rejected the input: ")):
+        result = subprocess.run(
+            [sys.executable, "-m", "seqtasks", "predict", str(image_model), str(tmp_path / "good.png"),
+             str(tmp_path / name), "--json"],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        )
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"Error: {tmp_path / name}: {reason}")

@@ -18,6 +18,7 @@ from serving_support import get_json, post_json, request, running_server, tiny_t
 import seqtasks
 
 pytestmark = pytest.mark.slow
+_SERVER_OUTPUT = {}  # the module's server's output, read by `_logged_calls`
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,9 @@ def export(tmp_path_factory):
 def server(export):
     base, _ = export
     with running_server(base, extra_args=["--max-instances", "8", "--max-text-characters", "200",
-                                          "--max-body-bytes", "20000", "--batch-timeout-ms", "50"]) as url:
+                                          "--max-body-bytes", "20000", "--batch-timeout-ms", "50",
+                                          "--log-batches"]) as url:
+        _SERVER_OUTPUT["tiny"] = running_server.output
         yield url
 
 
@@ -130,7 +133,7 @@ def test_the_attention_endpoint_returns_tokens_and_weights_of_the_default_transl
         (":predict", {}, 400, "exactly one of 'instances'"),
         (":predict", {"instances": []}, 400, "instances: expected a non-empty list"),
         (":predict", {"instances": ["a"], "inputs": ["a"]}, 400, "exactly one of"),
-        (":predict", {"instance": ["a"]}, 400, "instance: unknown field"),
+        (":predict", {"instance": ["a"]}, 400, "'instance': unknown field"),
         (":predict", {"instances": [3]}, 400, "text[0]: expected a string"),
         (":predict", {"instances": ["a"], "signature_name": "nope"}, 400, "no signature 'nope'"),
         (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "beam_width": 2}]}, 400,
@@ -188,37 +191,79 @@ def test_concurrent_requests_are_merged_and_answered_as_one_at_a_time(server):
     sentences = ["Yo dije eso.", "Sigue remando.", "¿Qué hay de ti?", "Esperemos que no.", "Tengo hambre.",
                  "Él es alto.", "Ella corre.", "Nosotros ganamos."] * 3
     alone = [post_json(server + "/v1/models/tiny:predict", {"instances": [s]})[1]["predictions"][0] for s in sentences]
+    calls_before = _logged_calls()
     barrier = threading.Barrier(len(sentences))
 
     def send(sentence):
         barrier.wait()
-        answer = request("POST", server + "/v1/models/tiny:predict", {"instances": [sentence]})
-        return answer
+        return post_json(server + "/v1/models/tiny:predict", {"instances": [sentence]})
 
     with concurrent.futures.ThreadPoolExecutor(len(sentences)) as pool:
         answers = list(pool.map(send, sentences))
     together = [answer[1]["predictions"][0] for answer in answers]
     assert [row["translations"] for row in together] == [row["translations"] for row in alone]
     assert np.allclose([row["scores"] for row in together], [row["scores"] for row in alone], atol=1e-4)
-    # The 50 ms batch window let requests share model calls: fewer calls than requests.
-    examples = _batch_examples(server, sentences)
-    assert max(examples) > 1, examples
+    # The 50 ms batch window let requests share model calls (the server's --log-batches lines say so), and no
+    # answer tells a client how many examples others sent.
+    calls = _logged_calls()[len(calls_before):]
+    assert sum(calls) == len(sentences) and len(calls) < len(sentences) and max(calls) > 1, calls
+    status, headers = _headers(server + "/v1/models/tiny:predict", {"instances": [sentences[0]]})
+    assert status == 200 and not any(name.lower().startswith("x-seqtasks") for name in headers)
 
 
-def _batch_examples(server, sentences):
+def test_merged_requests_with_different_settings_answer_as_each_alone(server, export):
+    _, sources = export
+    settings = [{"beam_width": 1, "n_best": 1, "max_length": 12, "length_penalty": 0.0},
+                {"beam_width": 4, "n_best": 2, "max_length": 12, "length_penalty": 0.6},
+                {"beam_width": 3, "n_best": 3, "max_length": 4, "length_penalty": 0.0}]
+    requests = [(source, setting) for source in sources for setting in settings]
+
+    def body(source, setting):
+        return {"signature_name": "with_settings", "instances": [{"text": source, **setting}]}
+
+    alone = [post_json(server + "/v1/models/tiny:predict", body(*item))[1]["predictions"][0] for item in requests]
+    barrier = threading.Barrier(len(requests))
+
+    def send(item):
+        barrier.wait()
+        return post_json(server + "/v1/models/tiny:predict", body(*item))[1]["predictions"][0]
+
+    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+        together = list(pool.map(send, requests))
+    assert [row["translations"] for row in together] == [row["translations"] for row in alone]
+    assert [len(row["translations"]) for row in together] == [s["n_best"] for _, s in requests]
+
+
+def test_tensorflow_serving_s_conventions_on_a_real_export(server, export):
+    import base64
+
+    _, sources = export
+    plain = post_json(server + "/v1/models/tiny:predict", {"instances": sources[:2]})
+    assert plain[0] == 200
+    assert request("HEAD", server + "/v1/models/tiny")[:2] == (200, b"")
+    assert post_json(server + "/v1/models/tiny/versions/01:predict", {"instances": sources[:2]}) == plain
+    assert post_json(server + "/v1/models/tiny:predict", {"signature_name": "", "instances": sources[:2]}) == plain
+    encoded = [{"b64": base64.b64encode(source.encode()).decode()} for source in sources[:2]]
+    assert post_json(server + "/v1/models/tiny:predict", {"instances": encoded}) == plain
+    form = request("POST", server + "/v1/models/tiny:predict", b'{"instances": ["a"]}',
+                   {"Content-Type": "application/x-www-form-urlencoded"})
+    assert form[0] == 415 and "-H 'Content-Type: application/json'" in form[1]["error"]
+
+
+def _logged_calls():
+    """The examples of each model call the server has logged (`--log-batches`)."""
+    import re
+
+    return [int(found) for found in re.findall(r"tiny: \S+ call of (\d+) examples", _SERVER_OUTPUT["tiny"]())]
+
+
+def _headers(url, body):
     import json
     import urllib.request
 
-    barrier = threading.Barrier(len(sentences))
-
-    def send(sentence):
-        barrier.wait()
-        call = urllib.request.Request(server + "/v1/models/tiny:predict", json.dumps({"instances": [sentence]}).encode())
-        with urllib.request.urlopen(call, timeout=60) as answer:
-            return int(answer.headers["X-Seqtasks-Batch-Examples"])
-
-    with concurrent.futures.ThreadPoolExecutor(len(sentences)) as pool:
-        return list(pool.map(send, sentences))
+    call = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(call, timeout=60) as answer:
+        return answer.status, dict(answer.headers)
 
 
 def test_several_models_by_name_and_sigterm_lets_a_request_in_flight_finish(export):

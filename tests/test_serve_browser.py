@@ -138,6 +138,12 @@ def test_the_page_translates_with_n_best_and_an_attention_heatmap(browser, expor
         assert [len(row) for row in shown] == [len(columns)] * len(rows)
         for shown_row, row in zip(shown, attention["weights"]):
             assert shown_row == pytest.approx(row, abs=1e-3)
+        # The cells are shaded under the page's Content-Security-Policy, which refuses style attributes.
+        shades = browser.execute_script(
+            "return [...document.querySelectorAll('#heatmap td')].map((c) => getComputedStyle(c).backgroundColor)")
+        blue = [shade.startswith("rgba(37, 99, 235") for shade in shades]
+        assert all(is_blue or shade == "rgba(0, 0, 0, 0)" for is_blue, shade in zip(blue, shades)), shades
+        assert sum(blue) >= sum(weight > 0.01 for row in attention["weights"] for weight in row) > 0
 
         screenshot = tmp_path / "page.png"
         full_page_screenshot(browser, screenshot)

@@ -1,16 +1,24 @@
-"""TensorFlow Serving's JSON read and written by `seqtasks serve`, the request limits, and the batcher's grouping."""
+"""TensorFlow Serving's JSON read and written by `seqtasks serve`, the request limits, and the batcher's grouping.
+
+Every limit is tested in both request formats (row `instances`, columnar
+`inputs`) at its exact boundary: the largest request it takes and the
+smallest it refuses.
+"""
 
 import asyncio
 import base64
 import io
+import json
 import struct
+import time
 
 import numpy as np
 import pytest
 
-from seqtasks.serving.batching import Batcher
-from seqtasks.serving.limits import Limits, TooLarge, declared_image_size
-from seqtasks.serving.requests import BadRequest, read_predict, to_json
+from seqtasks.serving.batching import Batcher, QueueFull, _join
+from seqtasks.serving.limits import Limits, TooLarge
+from seqtasks.serving.parsing import parse, serve_frames
+from seqtasks.serving.requests import BadRequest, parse_json, parse_predict, read_predict, shown, to_json
 
 SIGNATURES = {
     "serving_default": {"inputs": {"text": ("string", [None])}},
@@ -23,6 +31,10 @@ SIGNATURES = {
     },
     "images": {"inputs": {"image": ("string", [None])}},
 }
+
+
+def b64(data):
+    return {"b64": base64.b64encode(data).decode()}
 
 
 def test_the_row_and_columnar_formats_give_the_same_columns():
@@ -40,8 +52,28 @@ def test_the_row_and_columnar_formats_give_the_same_columns():
     columnar = {"signature_name": "with_settings", "inputs": {"text": ["a"], "beam_width": 3, "length_penalty": [0]}}
     assert read_predict(columnar, SIGNATURES, Limits())[1] == {"text": ["a"], "beam_width": [3], "length_penalty": [0.0]}
     png = b"\x89PNG\r\n\x1a\n" + bytes(20)
-    image = {"signature_name": "images", "instances": [{"b64": base64.b64encode(png).decode()}]}
-    assert read_predict(image, SIGNATURES, Limits())[1] == {"image": [png]}
+    image = {"signature_name": "images", "instances": [b64(png)]}
+    assert read_predict(image, SIGNATURES, Limits(), ("image",))[1] == {"image": [png]}
+
+
+def test_tensorflow_serving_s_conventions_an_empty_signature_name_and_base64_for_any_string():
+    # TensorFlow Serving reads "" as the default signature, and takes {"b64": ...} for any DT_STRING input.
+    assert read_predict({"signature_name": "", "instances": ["a"]}, SIGNATURES, Limits())[0] == "serving_default"
+    assert read_predict({"instances": [b64("é".encode())]}, SIGNATURES, Limits())[1] == {"text": ["é".encode()]}
+    assert read_predict({"inputs": {"text": [b64(b"x"), "y"]}}, SIGNATURES, Limits())[1] == {"text": [b"x", "y"]}
+
+
+@pytest.mark.parametrize("body", [
+    {"signature_name": "images", "instances": ["/etc/passwd"]},
+    {"signature_name": "images", "instances": [{"image": "/etc/passwd"}]},
+    {"signature_name": "images", "inputs": ["/etc/passwd"]},
+    {"signature_name": "images", "inputs": {"image": "photo.png"}},
+])
+def test_a_binary_input_takes_base64_only_never_a_string_that_could_name_a_file(body):
+    with pytest.raises(BadRequest) as raised:
+        read_predict(body, SIGNATURES, Limits(), ("image",))
+    assert str(raised.value) == (
+        'image[0]: expected {"b64": ...}, the image\'s bytes in base64 (a server never reads a file path)')
 
 
 @pytest.mark.parametrize(
@@ -62,13 +94,24 @@ def test_the_row_and_columnar_formats_give_the_same_columns():
          "out of the int32 range"),
         ({"signature_name": "with_settings", "instances": [{"text": "a", "beam_width": 1, "length_penalty": "x"}]},
          "length_penalty[0]: expected a number"),
-        ({"instances": [{"b64": base64.b64encode(b"abc").decode()}]}, "text[0]: expected text"),
+        ({"signature_name": "with_settings", "inputs": {"text": ["a"], "beam_width": [1], "length_penalty": [1e999]}},
+         "length_penalty[0]: expected a number"),
+        ({"instances": [{"b64": "%%%"}]}, "text[0]: 'b64' is not valid base64"),
+        ({"instances": ["a"], "x" * 100_000: 1}, "'" + "x" * 40 + "'...: unknown field"),
+        ({"signature_name": "y" * 100_000, "instances": ["a"]}, "no signature '" + "y" * 40 + "'..."),
+        ({"inputs": {"text": ["a"], "z" * 100_000: [1]}}, "inputs: unknown field '" + "z" * 40 + "'..."),
     ],
 )
-def test_malformed_requests_name_the_field(body, message):
-    with pytest.raises(BadRequest, match=None) as raised:
+def test_malformed_requests_name_the_field_in_a_bounded_message(body, message):
+    with pytest.raises(BadRequest) as raised:
         read_predict(body, SIGNATURES, Limits())
-    assert message in str(raised.value)
+    assert message in str(raised.value) and len(str(raised.value)) < 300
+
+
+def test_names_are_cut_where_errors_repeat_them():
+    assert shown("a" * 40) == repr("a" * 40)
+    assert shown("a" * 41) == repr("a" * 40) + "..."
+    assert shown(12) == "'12'"
 
 
 def _png(width, height):
@@ -81,39 +124,124 @@ def _jpeg(width, height):
     return tf.io.encode_jpeg(tf.zeros([height, width, 3], tf.uint8)).numpy()
 
 
-def _bmp(width, height):
-    return b"BM" + bytes(16) + struct.pack("<ii", width, -height) + bytes(30)
+def test_a_truncated_jpeg_in_a_request_is_a_bad_request():
+    jpeg = _jpeg(16, 16)
+    body = {"signature_name": "images", "instances": [b64(jpeg[: len(jpeg) // 2])]}
+    with pytest.raises(BadRequest, match=r"image\[0\]: a truncated JPEG"):
+        read_predict(body, SIGNATURES, Limits(), ("image",))
 
 
-def test_declared_image_sizes_are_read_from_headers_without_decoding():
-    assert declared_image_size(_png(640, 480)) == (640, 480)
-    assert declared_image_size(_jpeg(33, 17)) == (33, 17)
-    assert declared_image_size(_bmp(20, 10)) == (20, 10)  # a negative height: rows stored top-down
-    assert declared_image_size(b"GIF89a....") is None
-    # A PNG encoded by a real encoder, not just our own header.
-    from matplotlib import pyplot as plt
-
-    buffer = io.BytesIO()
-    plt.imsave(buffer, np.zeros((12, 34, 3)), format="png")
-    assert declared_image_size(buffer.getvalue()) == (34, 12)
+def _formats(signature, values, settings=None):
+    """The same request in the row and the columnar format."""
+    if settings is None:
+        return [{"signature_name": signature, "instances": values}, {"signature_name": signature, "inputs": values}]
+    rows = [{"text": value, **settings} for value in values]
+    columns = {"text": values, **{key: [value] for key, value in settings.items()}}
+    return [{"signature_name": signature, "instances": rows}, {"signature_name": signature, "inputs": columns}]
 
 
-def test_limits_answer_413_naming_the_limit_and_its_option():
-    limits = Limits(max_instances=2, max_text_characters=5, max_image_bytes=1000, max_image_pixels=100)
-    with pytest.raises(TooLarge, match=r"3 instances; at most 2 per request \(--max-instances\)"):
-        read_predict({"instances": ["a", "b", "c"]}, SIGNATURES, limits)
+@pytest.mark.parametrize("index", [0, 1])
+def test_every_limit_holds_at_its_boundary_in_both_formats(index):
+    limits = Limits(max_instances=3, max_text_characters=5, max_image_bytes=1000, max_image_pixels=100)
+    settings = {"beam_width": 2, "length_penalty": 0.5}
+    assert read_predict(_formats("serving_default", ["a", "b", "c"])[index], SIGNATURES, limits)[1]["text"] == [
+        "a", "b", "c"]
+    with pytest.raises(TooLarge, match=r"^4 instances; at most 3 per request \(--max-instances\)$"):
+        read_predict(_formats("serving_default", list("abcd"))[index], SIGNATURES, limits)
+    assert read_predict(_formats("with_settings", ["a", "b", "c"], settings)[index], SIGNATURES, limits)
+    with pytest.raises(TooLarge, match="at most 3 per request"):
+        read_predict(_formats("with_settings", list("abcd"), settings)[index], SIGNATURES, limits)
+    assert read_predict(_formats("serving_default", ["abcde"])[index], SIGNATURES, limits)
     with pytest.raises(TooLarge, match=r"instance 1: 6 characters; at most 5 \(--max-text-characters\)"):
-        read_predict({"instances": ["abc", "abcdef"]}, SIGNATURES, limits)
-    assert read_predict({"instances": ["ab", "abcde"]}, SIGNATURES, limits)[1] == {"text": ["ab", "abcde"]}
+        read_predict(_formats("serving_default", ["abc", "abcdef"])[index], SIGNATURES, limits)
+    # Base64 text counts its characters too, an invalid UTF-8 byte as one.
+    assert read_predict(_formats("serving_default", [b64("ééééé".encode())])[index], SIGNATURES, limits)
+    with pytest.raises(TooLarge, match="6 characters"):
+        read_predict(_formats("serving_default", [b64(b"abcd\xff\xfe")])[index], SIGNATURES, limits)
 
     def image(data):
-        return {"signature_name": "images", "instances": [{"b64": base64.b64encode(data).decode()}]}
+        return _formats("images", [b64(data)])[index]
 
+    assert read_predict(image(_png(10, 10)), SIGNATURES, limits, ("image",))
     with pytest.raises(TooLarge, match=r"image of 11 x 10 pixels; at most 100 pixels \(--max-image-pixels\)"):
-        read_predict(image(_png(11, 10)), SIGNATURES, limits)
-    assert read_predict(image(_png(10, 10)), SIGNATURES, limits)
-    with pytest.raises(TooLarge, match=r"image of 1100 bytes; at most 1000 \(--max-image-bytes\)"):
-        read_predict(image(_png(1, 1) + bytes(1071)), SIGNATURES, limits)
+        read_predict(image(_png(11, 10)), SIGNATURES, limits, ("image",))
+    assert read_predict(image(_png(1, 1) + bytes(1000 - 29)), SIGNATURES, limits, ("image",))
+    with pytest.raises(TooLarge, match=r"image of 1001 bytes; at most 1000 \(--max-image-bytes\)"):
+        read_predict(image(_png(1, 1) + bytes(1001 - 29)), SIGNATURES, limits, ("image",))
+
+
+def test_every_value_of_a_columnar_request_counts_settings_included_before_any_is_read():
+    limits = Limits(max_instances=3)
+    body = {"signature_name": "with_settings", "inputs": {"text": ["a"], "beam_width": [1] * 3, "length_penalty": [0]}}
+    assert read_predict(body, SIGNATURES, limits)[1]["beam_width"] == [1, 1, 1]
+    flood = {"signature_name": "with_settings",
+             "inputs": {"text": ["a"], "beam_width": [1] * 4, "length_penalty": [0]}}
+    with pytest.raises(TooLarge, match=r"^inputs.beam_width: 4 values; at most 3 per request \(--max-instances\)$"):
+        read_predict(flood, SIGNATURES, limits)
+    # A million values are refused before one of them is checked.
+    started = time.perf_counter()
+    millions = {"signature_name": "with_settings",
+                "inputs": {"text": ["a"], "beam_width": [None] * 1_000_000, "length_penalty": [0]}}
+    with pytest.raises(TooLarge, match="1000000 values"):
+        read_predict(millions, SIGNATURES, Limits())
+    with pytest.raises(TooLarge, match="1000000 instances"):
+        read_predict({"instances": [None] * 1_000_000}, SIGNATURES, Limits())
+    assert time.perf_counter() - started < 0.5
+
+
+def test_a_body_is_bounded_before_it_is_parsed():
+    limits = Limits(max_instances=2)
+    bound = (2 + 1) * (2 * 3 + 2) + 16  # instances of the widest signature's 3 inputs, {"b64"} objects counting
+    widest = max(len(sig["inputs"]) for sig in SIGNATURES.values())
+    assert widest == 3
+    at_bound = b"[" + b"1," * (bound - 1) + b"1]"  # one bracket and bound - 1 commas
+    assert len(parse_json(at_bound, limits, 3)) == bound
+    with pytest.raises(TooLarge, match=f"more than {bound} JSON values"):
+        parse_json(b"[" + b"1," * bound + b"1]", limits, 3)
+    # Commas and brackets inside strings are text, not values.
+    assert parse_json(json.dumps({"instances": ["[,{" * 10_000]}).encode(), limits, 3)
+    with pytest.raises(TooLarge):
+        parse_predict(b"[" + b"[]," * 5_000_000 + b"[]]", SIGNATURES, Limits())
+    with pytest.raises(BadRequest, match="malformed JSON: nested too deeply"):
+        parse_json(b"[" * 100_000 + b"]" * 100_000, Limits(max_instances=100_000), 1)
+    with pytest.raises(BadRequest, match="malformed JSON"):
+        parse_json(b'{"instances": ', limits, 1)
+    with pytest.raises(BadRequest, match="malformed JSON"):
+        parse_json(b"\xff\xfe", limits, 1)
+
+
+def test_the_worker_process_protocol_round_trips_values_and_errors():
+    frames = io.BytesIO()
+    requests = [
+        ("predict", json.dumps({"signature_name": "with_settings", "instances": [
+            {"text": "é \ud800", "beam_width": 2, "length_penalty": 0.5}]}).encode(), ()),
+        ("predict", json.dumps({"signature_name": "images", "inputs": [b64(_png(2, 2))]}).encode(), ("image",)),
+        ("predict", b'{"instances": []}', ()),
+        ("predict", json.dumps({"instances": ["x" * 20_000]}).encode(), ()),
+        ("attention", json.dumps({"instances": ["a", "b"]}).encode(), ()),
+    ]
+    signatures = {**SIGNATURES, "attention": {"inputs": {"text": ("string", [None])}}}
+    for kind, raw, binary in requests:
+        header = {"kind": kind, "signatures": signatures, "limits": Limits().as_json(), "binary": list(binary),
+                  "size": len(raw)}
+        frames.write(json.dumps(header).encode() + b"\n" + raw)
+    frames.seek(0)
+    answers = io.BytesIO()
+    serve_frames(frames, answers)
+    answers.seek(0)
+    first = json.loads(answers.readline())
+    assert first["columns"] == {"text": [{"text": 0}], "beam_width": [2], "length_penalty": [0.5]}
+    assert answers.read(first["blobs"][0]).decode("utf-8", "surrogatepass") == "é \ud800"
+    second = json.loads(answers.readline())
+    assert second["row_format"] is False and answers.read(second["blobs"][0]) == _png(2, 2)
+    assert json.loads(answers.readline()) == {"error": "bad_request", "message": "instances: expected a non-empty list"}
+    assert json.loads(answers.readline())["error"] == "too_large"
+    fifth = json.loads(answers.readline())
+    assert fifth["signature"] == "attention" and fifth["columns"] == {"text": [{"text": 0}, {"text": 1}]}
+    assert answers.read() == b"ab"
+    # The inline path reads the same values.
+    inline = parse("predict", requests[0][1], signatures, Limits(), ())
+    assert inline == ("with_settings", {"text": ["é \ud800"], "beam_width": [2], "length_penalty": [0.5]}, True)
 
 
 def test_outputs_are_written_as_tensorflow_serving_writes_them():
@@ -126,23 +254,32 @@ def test_outputs_are_written_as_tensorflow_serving_writes_them():
     assert to_json({"label": np.array([b"pos", b"neg"])}, 2, False) == {"outputs": ["pos", "neg"]}
 
 
-def test_the_batcher_merges_requests_with_the_same_settings_and_splits_the_answers():
-    calls = []
-
+def _echo(calls):
     def run(signature, columns):
         calls.append((signature, {key: list(value) for key, value in columns.items()}))
         texts = columns["text"]
         return {"echo": np.array([text.upper() for text in texts]), "width": np.array([columns.get("w", [0])[0]] * len(texts))}
 
+    return run
+
+
+def _in_loop(scenario):
+    return asyncio.run(scenario())
+
+
+def test_the_batcher_merges_requests_with_the_same_settings_and_splits_the_answers():
+    calls = []
+
     async def scenario():
-        batcher = Batcher(run, "text", {"serving_default", "with_settings"}, max_batch_size=6, timeout_seconds=0.05)
+        batcher = Batcher(_echo(calls), "text", {"serving_default", "with_settings"}, max_batch_size=6,
+                          timeout_seconds=0.05)
         batcher.start()
         requests = [
             ("serving_default", {"text": ["a", "b"]}),
             ("serving_default", {"text": ["c"]}),
             ("with_settings", {"text": ["d"], "w": [3]}),
             ("with_settings", {"text": ["e", "f"], "w": [3, 3]}),
-            ("with_settings", {"text": ["g"], "w": [5]}),
+            ("with_settings", {"text": ["g"], "w": [5]}),  # other settings: never merged with d, e, f
             ("serving_default", {"text": ["h", "i"]}),  # the first window closed at 6 examples: the next one
             ("attention", {"text": ["j"]}),  # never merged
         ]
@@ -150,7 +287,7 @@ def test_the_batcher_merges_requests_with_the_same_settings_and_splits_the_answe
         await batcher.stop()
         return answers
 
-    answers = asyncio.run(scenario())
+    answers = _in_loop(scenario)
     assert [list(outputs["echo"]) for outputs, _ in answers] == [
         ["A", "B"], ["C"], ["D"], ["E", "F"], ["G"], ["H", "I"], ["J"]]
     assert [examples for _, examples in answers] == [3, 3, 3, 3, 1, 2, 1]
@@ -159,6 +296,54 @@ def test_the_batcher_merges_requests_with_the_same_settings_and_splits_the_answe
         [("a", "b", "c"), ("d", "e", "f"), ("g",), ("h", "i"), ("j",)])
     merged = next(call for call in calls if call[1]["text"] == ["d", "e", "f"])
     assert merged[1]["w"] == [3]  # one value of a setting stands for the merged call
+
+
+def test_requests_whose_settings_differ_row_by_row_run_alone_with_their_own_settings():
+    calls = []
+
+    async def scenario():
+        batcher = Batcher(_echo(calls), "text", {"with_settings"}, max_batch_size=8, timeout_seconds=0.05)
+        batcher.start()
+        answers = await asyncio.gather(
+            batcher.submit("with_settings", {"text": ["a", "b"], "w": [3, 4]}),
+            batcher.submit("with_settings", {"text": ["c"], "w": [3]}),
+            batcher.submit("with_settings", {"text": ["d"], "w": [4]}),
+        )
+        await batcher.stop()
+        return answers
+
+    first, second, third = _in_loop(scenario)
+    assert list(first[0]["echo"]) == ["A", "B"] and list(second[0]["width"]) == [3] and list(third[0]["width"]) == [4]
+    assert sorted(tuple(call[1]["text"]) for call in calls) == [("a", "b"), ("c",), ("d",)]
+    assert next(call for call in calls if call[1]["text"] == ["a", "b"])[1]["w"] == [3, 4]
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_a_request_larger_than_a_batch_runs_as_several_calls_whose_answers_join(columnar):
+    calls = []
+    texts = [str(index) for index in range(10)]
+
+    async def scenario():
+        batcher = Batcher(_echo(calls), "text", {"with_settings"}, max_batch_size=4, timeout_seconds=0.0)
+        batcher.start()
+        settings = [7] if columnar else [7] * 10
+        outputs, examples = await batcher.submit("with_settings", {"text": texts, "w": settings})
+        exact, _ = await batcher.submit("with_settings", {"text": texts[:4], "w": [7]})
+        await batcher.stop()
+        return outputs, examples, exact
+
+    outputs, examples, exact = _in_loop(scenario)
+    assert list(outputs["echo"]) == texts and list(outputs["width"]) == [7] * 10 and examples == 4
+    assert [call[1]["text"] for call in calls] == [texts[:4], texts[4:8], texts[8:], texts[:4]]  # 4 fit in one call
+    assert all(len(call[1]["w"]) in (1, len(call[1]["text"])) for call in calls)
+
+
+def test_joined_outputs_are_padded_as_an_export_pads_them():
+    tokens = _join([np.array([[b"a", b"b"]], object), np.array([[b"c", b"d", b"e"]], object)])
+    assert tokens.tolist() == [[b"a", b"b", b""], [b"c", b"d", b"e"]]
+    weights = _join([np.ones((1, 1, 2), np.float32), np.ones((2, 3, 1), np.float32)])
+    assert weights.shape == (3, 3, 2) and weights[0].sum() == 2 and weights[1:].sum() == 6
+    assert _join([np.array([1.5]), np.array([2.5, 3.5])]).tolist() == [1.5, 2.5, 3.5]
 
 
 def test_one_request_s_bad_input_does_not_fail_the_requests_merged_with_it():
@@ -177,6 +362,39 @@ def test_one_request_s_bad_input_does_not_fail_the_requests_merged_with_it():
         await batcher.stop()
         return answers
 
-    good, bad, fine = asyncio.run(scenario())
+    good, bad, fine = _in_loop(scenario)
     assert list(good[0]["echo"]) == ["ok"] and list(fine[0]["echo"]) == ["fine"]
     assert isinstance(bad, ValueError) and "bad" in str(bad)
+
+
+def test_the_queue_is_bounded_cancelled_requests_leave_it_and_probes_go_first():
+    import threading
+
+    gate, calls = threading.Event(), []
+    echo = _echo(calls)
+
+    def run(signature, columns):
+        gate.wait()
+        return echo(signature, columns)
+
+    async def scenario():
+        batcher = Batcher(run, "text", set(), max_batch_size=8, timeout_seconds=0.0, max_queued=2)
+        batcher.start()
+        running = batcher.submit("serving_default", {"text": ["running"]})
+        while batcher.thread.busy_seconds() == 0:  # the first call has started and blocks
+            await asyncio.sleep(0.01)
+        kept = batcher.submit("serving_default", {"text": ["kept"]})
+        dropped = batcher.submit("serving_default", {"text": ["dropped"]})
+        assert batcher.queued() == 2
+        with pytest.raises(QueueFull, match=r"2 requests are waiting for this model \(--max-queued\)"):
+            batcher.submit("serving_default", {"text": ["refused"]})
+        dropped.cancel()  # its client left: the place is free again, and it never runs
+        assert batcher.queued() == 1
+        late = batcher.submit("serving_default", {"text": ["late"]})
+        probe = batcher.submit("serving_default", {"text": ["probe"]}, priority=True)  # never refused
+        gate.set()
+        await asyncio.gather(running, kept, late, probe)
+        await batcher.stop()
+
+    _in_loop(scenario)
+    assert [call[1]["text"] for call in calls] == [["running"], ["probe"], ["kept"], ["late"]]

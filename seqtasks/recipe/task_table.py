@@ -35,6 +35,8 @@ class TaskSpec:
             task makes its own data).
         serving_input: the name of the export's one string input, `text` or
             `image` (encoded image bytes).
+        binary_input: whether that input is bytes (an encoded image) rather
+            than text: a server takes it only base64-encoded, never as a path.
         serving_outputs: the export's output names; `seqtasks predict` prints
             the first one per input.
     """
@@ -47,6 +49,7 @@ class TaskSpec:
     monitors: tuple = ("val_loss",)
     reads_data_files: bool = True
     serving_input: str = "text"
+    binary_input: bool = False
     serving_outputs: tuple = ()
 
     def n_best_outputs(self):
@@ -101,6 +104,7 @@ TASKS = {
             implementation="seqtasks.tasks.captioning.task:CaptioningTask",
             monitors=("val_loss", "val_token_accuracy"),
             serving_input="image",
+            binary_input=True,
             serving_outputs=("caption", "score"),
         ),
     ]

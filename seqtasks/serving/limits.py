@@ -1,8 +1,14 @@
-"""How large a request `seqtasks serve` reads: each bound answers 413 with a message that names it."""
+"""How much `seqtasks serve` reads and how much work it takes on: each bound names its option when it refuses.
 
-import struct
+`Limits` bound one request (answered 413 over a limit); `Capacity` bounds the
+server's work: how many requests wait for a model (503 with `Retry-After`
+beyond it), how long one may wait (504), how many are in flight, and how long
+a client may take to send its headers and body.
+"""
+
 from dataclasses import dataclass
 
+from seqtasks.data.image_headers import BadImage, check_image, declared_image_size
 from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS, MAX_TEXT_CHARACTERS
 
 
@@ -23,17 +29,21 @@ class Limits:
     def as_json(self):
         return dict(self.__dict__)
 
-    def check_instances(self, count):
+    def check_instances(self, count, where=None):
+        """Over `max_instances` examples, or values of one input (`where`, columnar settings count too)."""
         if count > self.max_instances:
-            raise TooLarge(f"{count} instances; at most {self.max_instances} per request (--max-instances)")
+            what = f"{count} instances" if where is None else f"{where}: {count} values"
+            raise TooLarge(f"{what}; at most {self.max_instances} per request (--max-instances)")
 
     def check_text(self, index, text):
-        if len(text) > self.max_text_characters:
+        length = len(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
+        if length > self.max_text_characters:
             raise TooLarge(
-                f"instance {index}: {len(text)} characters; at most {self.max_text_characters} (--max-text-characters)"
+                f"instance {index}: {length} characters; at most {self.max_text_characters} (--max-text-characters)"
             )
 
     def check_image(self, index, data):
+        """Raises `TooLarge` over a limit, or `BadImage` for bytes no export decodes (`check_image`)."""
         if len(data) > self.max_image_bytes:
             raise TooLarge(f"instance {index}: image of {len(data)} bytes; at most {self.max_image_bytes} (--max-image-bytes)")
         size = declared_image_size(data)
@@ -42,39 +52,37 @@ class Limits:
                 f"instance {index}: image of {size[0]} x {size[1]} pixels; at most {self.max_image_pixels} pixels "
                 "(--max-image-pixels)"
             )
+        check_image(data)
 
 
-def declared_image_size(data):
-    """`(width, height)` that a PNG, BMP or JPEG header declares, or None (the model refuses other bytes)."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
-        return struct.unpack(">II", data[16:24])
-    if data.startswith(b"BM") and len(data) >= 26:
-        width, height = struct.unpack("<ii", data[18:26])
-        return abs(width), abs(height)
-    if data.startswith(b"\xff\xd8"):
-        return _jpeg_size(data)
-    return None
+@dataclass(frozen=True)
+class Capacity:
+    """The bounds of the server's work; each field is the `seqtasks serve` option of the same name.
+
+    Attributes:
+        max_batch_size: most examples in one model call; a request with more
+            runs as several calls, one after the other.
+        batch_timeout_ms: how long a request waits for others to share its call.
+        max_queued: requests waiting for one model; more are answered 503.
+        request_timeout_s: longest a request waits for its answer; then 504.
+        max_concurrent_requests: HTTP requests being handled at once; more are
+            answered 503.
+        header_timeout_s: how long a connection may take to send a request's
+            headers (from its opening, or the end of its last answer); then it
+            is closed.
+        body_timeout_s: how long a request's body may take; then 408.
+        health_timeout_s: how long `/healthz` waits for each model to answer
+            a one-example request; then 503.
+    """
+
+    max_batch_size: int = 32
+    batch_timeout_ms: float = 5.0
+    max_queued: int = 64
+    request_timeout_s: float = 30.0
+    max_concurrent_requests: int = 128
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    health_timeout_s: float = 5.0
 
 
-# Start-of-frame markers: every SOFn but DHT (C4), JPG (C8) and DAC (CC), which share the range.
-_JPEG_FRAMES = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-
-
-def _jpeg_size(data):
-    position = 2
-    while position + 9 <= len(data):
-        if data[position] != 0xFF:
-            return None
-        marker = data[position + 1]
-        if marker == 0xFF:  # fill byte
-            position += 1
-            continue
-        if marker in _JPEG_FRAMES:
-            height, width = struct.unpack(">HH", data[position + 5 : position + 9])
-            return width, height
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
-            position += 2
-            continue
-        (length,) = struct.unpack(">H", data[position + 2 : position + 4])
-        position += 2 + length
-    return None
+__all__ = ["BadImage", "Capacity", "Limits", "TooLarge", "declared_image_size"]

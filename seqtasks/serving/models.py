@@ -18,6 +18,13 @@ class ServedModel:
     model: object  # a `seqtasks.api.SeqtasksModel`
     signatures: dict = field(default_factory=dict)
     signature_defs: dict = None  # an export's own SignatureDefs, as TensorFlow Serving's metadata shows them
+    batcher: object = None  # `seqtasks.serving.batching.Batcher`, set by the application
+    health: object = None  # `seqtasks.serving.health.Health`, set by the application
+
+    @property
+    def binary_inputs(self):
+        """The inputs a request gives as `{"b64": ...}` only: an image model's example input."""
+        return (self.model.input_name,) if self.model.binary_input else ()
 
     def status(self):
         """`GET /v1/models/NAME`: TensorFlow Serving's version status."""

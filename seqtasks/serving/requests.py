@@ -1,58 +1,127 @@
 """TensorFlow Serving's REST predict format: JSON in, input columns out; outputs back to JSON.
 
-A request names a signature (`signature_name`, default `serving_default`)
-and gives its inputs in the row format (`instances`: a list, one entry per
-example; an object of every input for a signature of several inputs) or the
-columnar format (`inputs`: an object of lists, or the one input's list),
-answered with `predictions` or `outputs`. Strings are JSON strings; binary
-values are `{"b64": "..."}`. Every mistake is a `BadRequest` that names the
-field.
+A request names a signature (`signature_name`; absent or `""` is
+`serving_default`) and gives its inputs in the row format (`instances`: a
+list, one entry per example; an object of every input for a signature of
+several inputs) or the columnar format (`inputs`: an object of lists, or the
+one input's list), answered with `predictions` or `outputs`. Strings are JSON
+strings or `{"b64": "..."}`; a binary input (an image) takes only
+`{"b64": ...}`: the server never treats a request's string as a file path.
+Every mistake is a `BadRequest` that names the field; every size is checked
+before the work it bounds.
 """
 
 import base64
 import binascii
+import json
 import math
+import re
 
+from seqtasks.data.image_headers import BadImage
 from seqtasks.serving.limits import TooLarge
+
+DEFAULT_SIGNATURE = "serving_default"
+# Longest field name or value an error message repeats.
+SHOWN_CHARACTERS = 40
+# A string literal of JSON, escapes included, written so the regular expression never backtracks.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 class BadRequest(Exception):
     """A malformed request: answered 400 with this message."""
 
 
-def read_predict(body, signatures, limits):
+def shown(name):
+    """`name` as an error message repeats it: quoted, and cut to `SHOWN_CHARACTERS`."""
+    text = str(name)
+    return repr(text) if len(text) <= SHOWN_CHARACTERS else repr(text[:SHOWN_CHARACTERS]) + "..."
+
+
+def parse_predict(raw, signatures, limits, binary_inputs=()):
+    """`read_predict` of a request's raw body: bounded, then parsed, then read (see `parse_json`)."""
+    widest = max(len(signature["inputs"]) for signature in signatures.values())
+    return read_predict(parse_json(raw, limits, widest), signatures, limits, binary_inputs)
+
+
+def parse_attention(raw, signature, limits, binary_inputs=()):
+    """`(signature, columns)` of an `:attention` request: `{"instances": [...]}` of the example input only."""
+    body = parse_json(raw, limits, len(signature["inputs"]))
+    if not isinstance(body, dict) or set(body) != {"instances"}:
+        raise BadRequest("expected a JSON object with 'instances' only")
+    name, columns, _ = read_predict(
+        {"signature_name": "attention", "instances": body["instances"]}, {"attention": signature}, limits, binary_inputs
+    )
+    return name, columns
+
+
+def parse_json(raw, limits, inputs=1):
+    """The JSON value of a request body, refused before parsing if it holds more values than a request may.
+
+    A request has at most `limits.max_instances` examples of `inputs` values
+    each (a `{"b64": ...}` object counting twice), so a body of more commas,
+    brackets and braces outside its strings is refused (413) before the
+    parser builds millions of objects from it. Nesting too deep for the
+    parser is a `BadRequest`.
+    """
+    bound = (limits.max_instances + 1) * (2 * inputs + 2) + 16
+    if _structure(raw, bound) > bound:
+        raise TooLarge(
+            f"a request of more than {bound} JSON values; at most {limits.max_instances} instances (--max-instances) "
+            f"of {inputs} inputs"
+        )
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise BadRequest("malformed JSON: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as failure:
+        raise BadRequest(f"malformed JSON: {str(failure)[:200]}") from None
+
+
+def _structure(raw, bound):
+    """Commas, brackets and braces of `raw` outside its string literals (or a count at most `bound`)."""
+    count = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if count <= bound:  # those inside strings too: already few enough
+        return count
+    return sum(_STRING.sub(b"", raw).count(symbol) for symbol in (b",", b"[", b"{"))
+
+
+def read_predict(body, signatures, limits, binary_inputs=()):
     """`(signature name, {input: list of values}, row format?)` of a parsed JSON predict request.
 
     `signatures` maps names to `{"inputs": {name: (dtype, shape)}, ...}`
-    (`SeqtasksModel.signatures()`). Raises `BadRequest`, or `TooLarge` for
-    a request over `limits`.
+    (`SeqtasksModel.signatures()`); `binary_inputs` names the inputs that
+    take only `{"b64": ...}` (images). Raises `BadRequest`, or `TooLarge`
+    for a request over `limits`; sizes are checked before the values are.
     """
     if not isinstance(body, dict):
         raise BadRequest("expected a JSON object with 'instances' or 'inputs'")
-    name = body.get("signature_name", "serving_default")
+    name = body.get("signature_name", DEFAULT_SIGNATURE)
     if not isinstance(name, str):
         raise BadRequest("signature_name: expected a string")
+    name = name or DEFAULT_SIGNATURE  # TensorFlow Serving reads "" as the default signature
     if name not in signatures:
-        raise BadRequest(f"signature_name: no signature {name!r}; this model has {sorted(signatures)}")
+        raise BadRequest(f"signature_name: no signature {shown(name)}; this model has {sorted(signatures)}")
     unknown = sorted(set(body) - {"signature_name", "instances", "inputs"})
     if unknown:
-        raise BadRequest(f"{unknown[0]}: unknown field; expected 'signature_name' and 'instances' or 'inputs'")
+        raise BadRequest(f"{shown(unknown[0])}: unknown field; expected 'signature_name' and 'instances' or 'inputs'")
     if ("instances" in body) == ("inputs" in body):
         raise BadRequest("expected exactly one of 'instances' (row format) or 'inputs' (columnar format)")
     specs = signatures[name]["inputs"]
     if "instances" in body:
-        columns = _rows_to_columns(body["instances"], specs)
+        columns = _rows_to_columns(body["instances"], specs, limits)
     else:
-        columns = _columns(body["inputs"], specs)
+        columns = _columns(body["inputs"], specs, limits)
     for key, values in columns.items():
-        columns[key] = [_value(f"{key}[{index}]", value, specs[key][0]) for index, value in enumerate(values)]
-    _check_limits(columns, specs, limits)
+        binary = key in binary_inputs
+        columns[key] = [_value(f"{key}[{index}]", value, specs[key][0], binary) for index, value in enumerate(values)]
+    _check_values(columns, specs, limits, binary_inputs)
     return name, columns, "instances" in body
 
 
-def _rows_to_columns(instances, specs):
+def _rows_to_columns(instances, specs, limits):
     if not isinstance(instances, list) or not instances:
         raise BadRequest("instances: expected a non-empty list")
+    limits.check_instances(len(instances))
     names = sorted(specs)
     if len(names) == 1 and not all(isinstance(row, dict) and set(row) == set(names) for row in instances):
         return {names[0]: list(instances)}
@@ -65,13 +134,13 @@ def _rows_to_columns(instances, specs):
             raise BadRequest(f"instances[{index}]: missing field {missing[0]!r}")
         extra = sorted(set(row) - set(names))
         if extra:
-            raise BadRequest(f"instances[{index}]: unknown field {extra[0]!r}; expected {names}")
+            raise BadRequest(f"instances[{index}]: unknown field {shown(extra[0])}; expected {names}")
         for key in names:
             columns[key].append(row[key])
     return columns
 
 
-def _columns(inputs, specs):
+def _columns(inputs, specs, limits):
     names = sorted(specs)
     if len(names) == 1 and isinstance(inputs, list):
         inputs = {names[0]: inputs}
@@ -82,7 +151,7 @@ def _columns(inputs, specs):
         raise BadRequest(f"inputs: missing field {missing[0]!r}")
     extra = sorted(set(inputs) - set(names))
     if extra:
-        raise BadRequest(f"inputs: unknown field {extra[0]!r}; expected {names}")
+        raise BadRequest(f"inputs: unknown field {shown(extra[0])}; expected {names}")
     columns = {}
     for key in names:
         value = inputs[key]
@@ -90,24 +159,29 @@ def _columns(inputs, specs):
         columns[key] = value if isinstance(value, list) else [value]
         if not columns[key]:
             raise BadRequest(f"inputs.{key}: expected a non-empty list")
+        limits.check_instances(len(columns[key]), None if len(names) == 1 else f"inputs.{key}")
     return columns
 
 
-def _value(where, value, dtype):
+def _value(where, value, dtype, binary=False):
     if dtype == "string":
-        if isinstance(value, str):
-            return value
         if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
             try:
                 return base64.b64decode(value["b64"], validate=True)
             except (binascii.Error, ValueError):
                 raise BadRequest(f"{where}: 'b64' is not valid base64") from None
+        if binary:
+            raise BadRequest(
+                f"{where}: expected {{\"b64\": ...}}, the image's bytes in base64 (a server never reads a file path)"
+            )
+        if isinstance(value, str):
+            return value
         raise BadRequest(f"{where}: expected a string or {{\"b64\": ...}}")
     if dtype.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise BadRequest(f"{where}: expected an integer")
         if not -(2**31) <= value < 2**31:
-            raise BadRequest(f"{where}: {value} is out of the int32 range")
+            raise BadRequest(f"{where}: {shown(value)} is out of the int32 range")
         return value
     if dtype.startswith("float"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -116,18 +190,18 @@ def _value(where, value, dtype):
     raise BadRequest(f"{where}: inputs of type {dtype} are not supported")
 
 
-def _check_limits(columns, specs, limits):
+def _check_values(columns, specs, limits, binary_inputs):
     for key, values in columns.items():
         if specs[key][0] != "string":
             continue
-        limits.check_instances(len(values))
         for index, value in enumerate(values):
-            if isinstance(value, bytes) and key == "image":
-                limits.check_image(index, value)
-            elif isinstance(value, str):
-                limits.check_text(index, value)
+            if key in binary_inputs:
+                try:
+                    limits.check_image(index, value)
+                except BadImage as error:
+                    raise BadRequest(f"{key}[{index}]: {error}") from None
             else:
-                raise BadRequest(f"{key}[{index}]: expected text; got {{\"b64\": ...}}")
+                limits.check_text(index, value)
 
 
 def to_json(outputs, count, row_format):
@@ -158,4 +232,4 @@ def _plain(value):
     return value
 
 
-__all__ = ["BadRequest", "TooLarge", "read_predict", "to_json"]
+__all__ = ["BadRequest", "TooLarge", "parse_attention", "parse_json", "parse_predict", "read_predict", "to_json"]

@@ -9,6 +9,8 @@ function el(tag, attrs = {}, children = []) {
     if (value === null || value === undefined || value === false) continue;
     if (key === "text") node.textContent = value;
     else if (key === "class") node.className = value;
+    // The page's Content-Security-Policy refuses style attributes; the style object is script, which it allows.
+    else if (key === "style") node.style.cssText = value;
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? "" : value);
   }
@@ -139,7 +141,7 @@ function textInput(label, placeholder) {
 function readText(model) {
   const text = $("text").value;
   if (!text.trim()) throw new Error("Type some text first.");
-  const max = model.limits && model.limits.max_characters;
+  const max = model.limits && model.limits.max_text_characters;
   if (max && text.length > max) throw new Error(`The text has ${text.length} characters; this server accepts at most ${max}.`);
   return text;
 }
