@@ -21,10 +21,11 @@ nothing is downloaded. One thing computes at a time:
    naming the limit, and a predict must still be answered after;
 4. SIGTERM to the server, which must exit 0;
 5. overload: `seqtasks serve EXPORT --max-queued 16` against 64 client
-   threads that send again at once whatever the answer, for
-   `--overload-seconds`: accepted (200) and rejected (503, naming
-   `--max-queued`, with `Retry-After`) requests/s, the latency of each, and
-   the peak RSS of the server and its request parser; then SIGTERM.
+   threads for `--overload-seconds`, twice: clients that send again at once
+   whatever the answer, then clients that wait the `Retry-After` of a 503;
+   accepted (200) and rejected (503, naming `--max-queued`, with
+   `Retry-After`) requests/s, the latency of each, and the peak RSS of the
+   server and its request parser; then SIGTERM.
 
 Each level also records the CPU seconds other processes used meanwhile
 (from /proc), since other work on the machine skews every figure.
@@ -122,16 +123,19 @@ def main(argv=None):
     try:
         busy.start()
         warm_up(busy, sentences)
-        result["overload"] = overload(busy, sentences, args.overload_clients, args.overload_queue, args.overload_seconds)
+        result["overload"] = [
+            overload(busy, sentences, args.overload_clients, args.overload_queue, args.overload_seconds, polite)
+            for polite in (False, True)
+        ]
     finally:
-        result["overload"] = {**result.get("overload", {}), "shutdown": busy.stop()}
+        result["overload_shutdown"] = busy.stop()
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(markdown(result))
     print(f"\n(written to {args.output}; the server's log: {log_path})")
     failed = sum(level["errors"] for level in result["levels"]) + result["memory"]["errors"]
-    failed += result["overload"]["errors"]
-    stopped = result["shutdown"]["exit_code"] == 0 and result["overload"]["shutdown"]["exit_code"] == 0
+    failed += sum(run["errors"] for run in result["overload"])
+    stopped = result["shutdown"]["exit_code"] == 0 and result["overload_shutdown"]["exit_code"] == 0
     return 1 if failed or not stopped else 0
 
 
@@ -422,8 +426,9 @@ def rss_mib(pid, children=False):
     return round(total / 1024, 1)
 
 
-def overload(server, sentences, clients, queue, seconds):
-    """`clients` threads that send one-sentence requests again at once, whatever the answer, for `seconds`."""
+def overload(server, sentences, clients, queue, seconds, polite=False):
+    """`clients` threads that send one-sentence requests for `seconds`: again at once whatever the answer, or
+    (`polite`) after the seconds a 503's `Retry-After` asks for."""
     pid = server.process.pid
     lock = threading.Lock()
     accepted, rejected, problems, samples = [], [], [], []
@@ -442,10 +447,13 @@ def overload(server, sentences, clients, queue, seconds):
                 answer = connection.getresponse()
                 status, payload = answer.status, answer.read()
                 problem = None
+                wait = 0.0
                 if status == 503:
                     message = json.loads(payload).get("error", "")
                     if "--max-queued" not in message or answer.getheader("Retry-After") != "1":
                         problem = f"a 503 without the queue's message or Retry-After: {payload[:200]!r}"
+                    elif polite:
+                        wait = float(answer.getheader("Retry-After"))
                 else:
                     problem = check_prediction(status, payload)
             except (OSError, http.client.HTTPException, ValueError) as error:
@@ -460,6 +468,8 @@ def overload(server, sentences, clients, queue, seconds):
                     accepted.append(elapsed)
                 else:
                     rejected.append(elapsed)
+            if wait and not problem:
+                time.sleep(min(wait, max(0.0, deadline - time.perf_counter())))
         connection.close()
 
     def sample():
@@ -467,7 +477,8 @@ def overload(server, sentences, clients, queue, seconds):
             samples.append(rss_mib(pid, children=True))
             stop.wait(0.05)
 
-    print(f"overload: {clients} clients against --max-queued {queue} for {seconds:g} s", flush=True)
+    kind = "wait Retry-After" if polite else "send again at once"
+    print(f"overload: {clients} clients ({kind}) against --max-queued {queue} for {seconds:g} s", flush=True)
     before = rss_mib(pid, children=True)
     sampler = threading.Thread(target=sample)
     sampler.start()
@@ -487,7 +498,7 @@ def overload(server, sentences, clients, queue, seconds):
         return round(float(np.percentile(np.array(values) * 1000.0, q)), 1) if values else None
 
     result = {
-        "clients": clients, "max_queued": queue, "seconds": round(elapsed, 1),
+        "clients": clients, "retry": kind, "max_queued": queue, "seconds": round(elapsed, 1),
         "accepted": len(accepted), "rejected": len(rejected), "errors": len(problems),
         "accepted_per_s": round(len(accepted) / elapsed, 1), "rejected_per_s": round(len(rejected) / elapsed, 1),
         "accepted_p50_ms": ms(accepted, 50), "accepted_p99_ms": ms(accepted, 99),
@@ -675,15 +686,16 @@ def markdown(result):
     shutdown = result["shutdown"]
     rows.append(f"SIGTERM: exit code {shutdown['exit_code']} after {shutdown['seconds']} s. "
                 f"Startup (to /healthz): {result.get('server_startup_s')} s, RSS {result.get('rss_after_startup_mib')} MiB.")
-    load = result["overload"]
     rows.append("")
-    rows.append("| overload | clients | --max-queued | accepted/s | accepted p50 ms | accepted p99 ms | rejected/s | "
-                "rejected p99 ms | errors | peak RSS MiB (server + parser) |")
-    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows.append(f"| {load['seconds']} s | {load['clients']} | {load['max_queued']} | {load['accepted_per_s']} | "
-                f"{load['accepted_p50_ms']} | {load['accepted_p99_ms']} | {load['rejected_per_s']} | "
-                f"{load['rejected_p99_ms']} | {load['errors']} | {load['rss_before_mib']} -> {load['rss_peak_mib']} |")
-    rows.append(f"Overload server SIGTERM: exit code {load['shutdown']['exit_code']}; other CPU s {load['other_cpu_s']}.")
+    rows.append("| overload: clients that | clients | --max-queued | accepted/s | accepted p50 ms | accepted p99 ms | "
+                "rejected/s | rejected p99 ms | errors | RSS MiB (server + parser) before -> peak | other CPU s |")
+    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for load in result["overload"]:
+        rows.append(f"| {load['retry']} ({load['seconds']} s) | {load['clients']} | {load['max_queued']} | "
+                    f"{load['accepted_per_s']} | {load['accepted_p50_ms']} | {load['accepted_p99_ms']} | "
+                    f"{load['rejected_per_s']} | {load['rejected_p99_ms']} | {load['errors']} | "
+                    f"{load['rss_before_mib']} -> {load['rss_peak_mib']} | {load['other_cpu_s']} |")
+    rows.append(f"Overload server SIGTERM: exit code {result['overload_shutdown']['exit_code']}.")
     rows.append(f"Machine: {result['machine']}.")
     return "\n".join(rows)
 

@@ -324,6 +324,9 @@ async def _body(request, limits, capacity):
         async for chunk in request.stream():
             size += len(chunk)
             if size > limits.max_body_bytes:
+                # The exception's traceback holds this frame until the garbage collector finds the cycle
+                # through the task that ran it: the bytes read so far go now, not then.
+                chunks.clear()
                 raise TooLarge(f"request body over {limits.max_body_bytes} bytes (--max-body-bytes)")
             chunks.append(chunk)
         return b"".join(chunks)
