@@ -29,7 +29,7 @@ def measure(length, steps, overrides):
     from seqtasks.models import Seq2Seq
     from seqtasks.recipe import load_recipe
     from seqtasks.tasks.seq2seq_common import compile_model
-    from seqtasks.training import dtype_policy
+    from seqtasks.training.fit import dtype_policy
 
     recipe = load_recipe(RECIPE, overrides)
     keras.utils.set_random_seed(recipe.seed)

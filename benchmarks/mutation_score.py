@@ -27,15 +27,16 @@ MODULES = (
     ("layers", ("layers/",)),
     ("decoding", ("decoding/",)),
     ("recipe", ("recipe/",)),
-    ("data", ("data/", "regular_files.py")),
+    ("data", ("data/", "utils/regular_files.py", "training/distribute.py")),
     ("text", ("text/",)),
-    ("io_utils", ("io_utils.py",)),
-    ("checkpoints and resume", ("checkpoints.py", "training.py")),
-    ("export", ("export.py",)),
+    ("io_utils", ("utils/io_utils.py",)),
+    ("checkpoints and resume", ("training/checkpoints.py", "training/fit.py", "training/position.py")),
+    ("export", ("export/saved_model.py",)),
 )
-# Of training.py only the resuming `fit` is core; the rest (distribution, metrics) is the runner's,
-# covered by the slow tests that train whole recipes.
-ONLY_FUNCTIONS = {"training.py": ("x_fit__mutmut", "x__time_limit__mutmut")}
+# Of training/fit.py only the resuming `fit` is core; the rest (distribution, metrics) is the runner's,
+# covered by the slow tests that train whole recipes. Of training/distribute.py, the data pipelines' cut of
+# batches to a multiple of the devices (the strategies themselves run in the multi-device tests).
+ONLY_FUNCTIONS = {"fit.py": ("x_fit__mutmut", "x__time_limit__mutmut"), "distribute.py": ("x_divisible_batches__mutmut",)}
 KILLED = {1, 3, 24, -24, 152, 255, 36, -9, -11}
 SURVIVED = {0, 5, 33}
 

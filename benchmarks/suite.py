@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 _GREEDY = """
 import json, sys
-from seqtasks.runner import Runner
+from seqtasks.lifecycle.runner import Runner
 metrics = Runner.open(sys.argv[1], ["model.decoding.beam_width=1"]).evaluate()
 print("RESULT", json.dumps({"bleu": metrics["validation"]["bleu_lowercase"], "speed": metrics["decode_sentences_per_second"]}))
 """

@@ -1,4 +1,4 @@
-"""The `seqtasks` command: parses arguments and reports; `seqtasks.runner` does the work.
+"""The `seqtasks` command: parses arguments and reports; `seqtasks.lifecycle.runner` does the work.
 
 TensorFlow is imported only by the commands that need it, so `--help` and `recipes` stay fast.
 """
@@ -51,7 +51,7 @@ def resolve_recipe(recipe):
 def main(verbose):
     """Sequence tasks with RNN encoder-decoders and attention, from recipes."""
     if not verbose:
-        from seqtasks.quiet import quiet_tensorflow
+        from seqtasks.utils.quiet import quiet_tensorflow
 
         quiet_tensorflow()
 
@@ -81,9 +81,9 @@ def run(recipe, overrides, output_dir, fresh):
     A run that was stopped before it finished (killed, preempted) is resumed
     from its last checkpoint when the same command is given again.
     """
-    from seqtasks.backends import select_backend
+    from seqtasks.lifecycle.backends import select_backend
     from seqtasks.recipe import load_recipe
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     try:
         loaded = load_recipe(resolve_recipe(recipe), overrides)
@@ -114,8 +114,8 @@ _CHECKPOINT = click.option(
 
 def _open_run(target, output_dir, overrides):
     """The `Runner` of the run folder `target` names (a run folder, or a recipe's newest finished run)."""
-    from seqtasks.run_folders import find_run, newer_unfinished_runs
-    from seqtasks.runner import Runner
+    from seqtasks.training.run_folders import find_run, newer_unfinished_runs
+    from seqtasks.lifecycle.runner import Runner
 
     run_dir = find_run(target, output_dir, resolve_recipe)
     if Path(target).is_dir():
@@ -151,7 +151,7 @@ def evaluate(target, data_path, overrides, checkpoint, output_dir):
     RECIPE_OR_RUN is a run folder, or a recipe whose newest finished run is
     used. Outputs (predictions, metrics.json) go to RUN/eval/<file name>/.
     """
-    from seqtasks.run_folders import eval_folder
+    from seqtasks.training.run_folders import eval_folder
 
     try:
         runner = _open_run(target, output_dir, overrides)
@@ -178,7 +178,7 @@ def compare(runs, figure, metric, labels):
     RUN is a translation or toy run folder (or its metrics.json). The buckets
     are evaluation.length_buckets; the CSV file has every score and count.
     """
-    from seqtasks.compare import compare_by_length
+    from seqtasks.evaluation.compare import compare_by_length
 
     try:
         figure_path, csv_path = compare_by_length(runs, figure, metric, labels)
@@ -237,7 +237,7 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best):
     (as TensorFlow Serving is given), whose newest version is used. One line
     per input: the translation, caption or label; `token/TAG` pairs for NER.
     """
-    from seqtasks.predict import Predictor, read_inputs
+    from seqtasks.inference.predict import Predictor, read_inputs
 
     try:
         if inputs and input_file:

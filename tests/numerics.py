@@ -40,7 +40,7 @@ def tensorfloat32_in_force():
         import torch
 
         return accelerated() and torch.get_float32_matmul_precision() != "highest"
-    from seqtasks.backends import matmul_precision
+    from seqtasks.lifecycle.backends import matmul_precision
 
     return accelerated() and matmul_precision() == "default"
 

@@ -130,7 +130,7 @@ class FakeModel:
 
     Its `serving_default` answers `output` = the input upper-cased (text) or
     its byte count (images); `with_settings` adds `width` = the beam width;
-    `attention` answers the shapes `seqtasks.api.attention_rows` reads.
+    `attention` answers the shapes `seqtasks.inference.api.attention_rows` reads.
     `failure`, when set, is raised by the next calls.
     """
 

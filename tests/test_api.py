@@ -5,7 +5,7 @@ import os
 import pytest
 
 import seqtasks
-from seqtasks.api import SeqtasksModel
+from seqtasks.inference.api import SeqtasksModel
 from seqtasks.errors import SeqtasksError
 
 

@@ -4,19 +4,19 @@ import keras  # noqa: F401 - Keras starts here, on TensorFlow, before any comman
 import pytest
 from conftest import REPO, run_python, seqtasks_command
 
-from seqtasks.backends import resolve_backend
-from seqtasks.distribute import make_strategy
+from seqtasks.lifecycle.backends import resolve_backend
+from seqtasks.training.distribute import make_strategy
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe import load_recipe
 from seqtasks.recipe.schema import DistributeConfig
-from seqtasks.runner import Runner
+from seqtasks.lifecycle.runner import Runner
 
 TOY = REPO / "recipes" / "toy.yaml"
 
 
 def test_seqtasks_run_sets_the_recipe_s_backend_before_keras_starts():
     result = run_python(
-        "from seqtasks.backends import select_backend\n"
+        "from seqtasks.lifecycle.backends import select_backend\n"
         "from seqtasks.recipe import load_recipe\n"
         f"select_backend(load_recipe({str(TOY)!r}, ['backend=jax']))\n"
         "import keras\n"

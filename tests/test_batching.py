@@ -4,7 +4,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from seqtasks.data.batching import TrainingPosition, bucketed_batches, epoch_ordered, training_position
+from seqtasks.data.batching import bucketed_batches, epoch_ordered
+from seqtasks.training.position import TrainingPosition, training_position
 
 
 def _epoch(seed, epoch, batches_done=0, size=12):

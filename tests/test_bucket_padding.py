@@ -1,7 +1,8 @@
 import numpy as np
 import tensorflow as tf
 
-from seqtasks.data.batching import divisible_batches, pad_to_boundaries
+from seqtasks.data.batching import pad_to_boundaries
+from seqtasks.training.distribute import divisible_batches
 
 
 def test_batches_are_padded_to_the_first_boundary_that_holds_them():

@@ -225,7 +225,7 @@ def test_bad_data_settings_are_named(tmp_path):
 
 
 def test_a_finished_run_is_re_evaluated_with_other_decoding_settings(caption_run):
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     _, run_dir, _ = caption_run
     metrics = Runner.open(run_dir, ["model.decoding.beam_width=1"]).evaluate()

@@ -14,8 +14,8 @@ import pytest
 from test_checkpoints import _checkpointed
 from test_training import _model
 
-from seqtasks.checkpoints import TrainingCheckpoints, read_state, restore
-from seqtasks.data.batching import training_position
+from seqtasks.training.checkpoints import TrainingCheckpoints, read_state, restore
+from seqtasks.training.position import training_position
 from seqtasks.errors import SeqtasksError
 
 _FRESH = (
@@ -189,7 +189,7 @@ def test_the_room_a_first_checkpoint_needs_is_its_variables_item_sizes(tmp_path,
 
 
 def test_the_kept_steps_are_the_step_checkpoints_numbers_in_order(tmp_path):
-    from seqtasks.checkpoints import kept_steps, step_file
+    from seqtasks.training.checkpoints import kept_steps, step_file
 
     assert kept_steps(tmp_path / "absent") == []
     for steps in (120, 7, 1000000000):

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from test_training import _data, _model
 
-from seqtasks.checkpoints import read_state
+from seqtasks.training.checkpoints import read_state
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import TrainingConfig
-from seqtasks.run_folders import unfinished_run
-from seqtasks.training import fit
+from seqtasks.training.run_folders import unfinished_run
+from seqtasks.training.fit import fit
 
 
 def test_checkpoints_every_n_steps_keep_the_newest_and_record_the_state(tmp_path):
@@ -38,24 +38,24 @@ def test_keeping_one_checkpoint_keeps_the_newest_only(tmp_path):
 
 
 def test_no_training_time_before_training_begins(tmp_path):
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.checkpoints import TrainingCheckpoints
+    from seqtasks.training.position import training_position
 
     callback = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position())
     assert callback.train_seconds == 0.0 and callback.first_step_seconds is None
 
 
 def test_every_state_written_is_strict_json_with_the_early_stopping_best_so_far(tmp_path, monkeypatch):
-    import seqtasks.checkpoints
+    import seqtasks.training.checkpoints
 
     written = []
-    write = seqtasks.checkpoints.write_json_atomic
+    write = seqtasks.training.checkpoints.write_json_atomic
 
     def record(path, state):
         written.append(json.loads(json.dumps(state, allow_nan=False)))
         write(path, state)
 
-    monkeypatch.setattr(seqtasks.checkpoints, "write_json_atomic", record)
+    monkeypatch.setattr(seqtasks.training.checkpoints, "write_json_atomic", record)
     config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=2, early_stopping_patience=3)
     history = fit(_model(), _data(3), _data(2), config, tmp_path)
     # Steps 2, 3 (epoch end), 4, 6 (before and after the epoch's end), then the end of training.
@@ -76,7 +76,7 @@ def test_every_state_written_is_strict_json_with_the_early_stopping_best_so_far(
 def test_a_finished_training_state_is_not_trained_again(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=2)
     first = fit(_model(), _data(5), _data(2), config, tmp_path)
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     model = _model()
     state = restore(model, tmp_path / "checkpoints")
@@ -93,7 +93,7 @@ def test_a_resumed_run_keeps_the_early_stopping_count_and_the_time_already_train
     assert state["early_stopping"]["wait"] == 0 and state["train_seconds"] > 0
     # Pretend the run was stopped after its second epoch with a stalled monitor.
     state.update(epoch=2, done=False, early_stopping={"wait": 3, "best": -1.0})
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     (tmp_path / "checkpoints" / "state.json").write_text(json.dumps(state))
     model = _model()
@@ -148,7 +148,7 @@ def _dropout_model():
     """`_model` with dropout on its input: its masks come from a seed generator whose state a resume must restore."""
     import keras
 
-    from seqtasks.training import make_optimizer
+    from seqtasks.training.fit import make_optimizer
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5), keras.layers.Dense(1)])
@@ -158,7 +158,7 @@ def _dropout_model():
 
 def _stop_at_step(monkeypatch, step, config, run_dir, make_model=_model):
     """Runs `fit` until a KeyboardInterrupt right after step `step` (its checkpoint, if any, written)."""
-    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.training.checkpoints import TrainingCheckpoints
 
     save_after_batch = TrainingCheckpoints.on_train_batch_end
 
@@ -174,7 +174,7 @@ def _stop_at_step(monkeypatch, step, config, run_dir, make_model=_model):
 
 
 def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_never_stopped(tmp_path, monkeypatch):
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=4, keep_checkpoints=3)
     whole_model = _dropout_model()
@@ -212,7 +212,7 @@ def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_neve
 def test_early_stopping_counts_across_the_end_of_a_resumed_epoch(tmp_path, monkeypatch, wait, epochs, steps):
     # Resumed in epoch 2 of `epochs` (6 batches each) with patience 2 and a best of -1 that no epoch beats:
     # waiting one epoch already, the end of epoch 2 stops the run; waiting none, the end of epoch 3 does.
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     config = dataclasses.replace(TrainingConfig(), epochs=epochs, checkpoint_every_steps=4, keep_checkpoints=3)
     _stop_at_step(monkeypatch, 9, config, tmp_path)
@@ -239,8 +239,8 @@ def test_early_stopping_counts_across_the_end_of_a_resumed_epoch(tmp_path, monke
 def _callback(tmp_path, state=None):
     import keras
 
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.checkpoints import TrainingCheckpoints
+    from seqtasks.training.position import training_position
 
     callback = TrainingCheckpoints(tmp_path, None, 2, "val_loss", "min", training_position(), state=state)
     callback.set_model(keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)]))
@@ -317,8 +317,8 @@ def test_the_last_batch_logs_are_checkpointed_and_an_epoch_resumed_after_its_las
 def test_an_epoch_goes_on_from_the_checkpointed_running_metrics_only_where_it_stopped(
     tmp_path, batches_done, epoch, position, metrics, history
 ):
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import TrainingPosition
+    from seqtasks.training.checkpoints import TrainingCheckpoints
+    from seqtasks.training.position import TrainingPosition
 
     state = {"epoch": 1, "batches_done": batches_done, "steps": 8, "epoch_metrics": [7.0, 2.0], "epoch_logs": {"loss": 3.5}}
     model, where = _model(), TrainingPosition()
@@ -335,8 +335,8 @@ def test_an_epoch_goes_on_from_the_checkpointed_running_metrics_only_where_it_st
 
 
 def test_the_state_records_the_kept_checkpoints_before_it_and_no_other(tmp_path):
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.checkpoints import TrainingCheckpoints
+    from seqtasks.training.position import training_position
 
     _checkpointed(tmp_path, [(3, 1.0), (6, 2.0)])
     state = read_state(tmp_path)
@@ -359,8 +359,8 @@ def test_the_state_records_the_kept_checkpoints_before_it_and_no_other(tmp_path)
 
 def _checkpointed(folder, weights_by_step, keep=3):
     """A compiled model's checkpoints in `folder` after the given steps, every weight set to the step's value."""
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.checkpoints import TrainingCheckpoints
+    from seqtasks.training.position import training_position
 
     model = _model()
     model.optimizer.build(model.trainable_variables)
@@ -378,8 +378,8 @@ def _files(folder):
 
 
 def test_a_truncated_latest_checkpoint_is_reported_kept_and_the_one_before_it_resumed(tmp_path):
-    from seqtasks.checkpoints import TrainingCheckpoints, restore
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.checkpoints import TrainingCheckpoints, restore
+    from seqtasks.training.position import training_position
 
     _checkpointed(tmp_path, [(3, 1.0), (6, 2.0)])
     latest = tmp_path / "step-00000006.weights.h5"
@@ -412,7 +412,7 @@ def test_a_truncated_latest_checkpoint_is_reported_kept_and_the_one_before_it_re
 
 
 def test_a_checkpoint_whose_bytes_changed_or_that_does_not_load_is_passed_over(tmp_path):
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     _checkpointed(tmp_path, [(3, 1.0), (6, 2.0), (9, 3.0)])
     middle, latest = tmp_path / "step-00000006.weights.h5", tmp_path / "step-00000009.weights.h5"
@@ -442,7 +442,7 @@ def test_a_checkpoint_whose_bytes_changed_or_that_does_not_load_is_passed_over(t
 
 
 def test_when_no_kept_checkpoint_is_intact_resuming_is_refused_and_nothing_renamed(tmp_path):
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     _checkpointed(tmp_path, [(3, 1.0), (6, 2.0)])
     for path in tmp_path.glob("step-*"):
@@ -484,7 +484,7 @@ def test_a_checkpoint_file_holds_what_save_weights_writes(tmp_path):
 
     import h5py
 
-    from seqtasks.checkpoints import weights_file_bytes
+    from seqtasks.training.checkpoints import weights_file_bytes
 
     callback = _checkpointed(tmp_path, [(3, 1.5)])
     callback.model.save_weights(tmp_path / "keras.weights.h5")
@@ -570,8 +570,8 @@ def test_a_checkpoint_needs_its_variables_bytes_and_one_mebibyte_free(tmp_path, 
     import collections
     import shutil
 
-    from seqtasks.checkpoints import TrainingCheckpoints
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.checkpoints import TrainingCheckpoints
+    from seqtasks.training.position import training_position
 
     if make_model is None:
         callback = _checkpointed(tmp_path, [])
@@ -612,7 +612,7 @@ def test_a_diverged_run_stops_at_its_first_non_finite_loss_and_checkpoints_nothi
 @pytest.mark.slow
 def test_a_run_stopped_after_the_last_step_of_an_epoch_resumes_with_its_training_loss(tmp_path, monkeypatch):
     # Step 6 ends the first epoch (6 batches); its step checkpoint is written before the epoch's end is.
-    from seqtasks.checkpoints import restore
+    from seqtasks.training.checkpoints import restore
 
     config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=3)
     whole = fit(_model(), _ordered_data(), _data(1), config, tmp_path / "whole")

@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from seqtasks import quiet
+from seqtasks.utils import quiet
 from seqtasks.cli import main
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from seqtasks.compiled import CompiledFunction, bucket_width, pad_batch
+from seqtasks.training.compiled import CompiledFunction, bucket_width, pad_batch
 
 pytestmark = pytest.mark.backends
 
@@ -61,7 +61,7 @@ def test_a_compiled_function_reads_the_variables_when_called_not_when_compiled()
 
 
 def test_xla_compilations_count_each_new_shape_of_the_named_functions_under_jax():
-    from seqtasks.compiled import xla_compilations
+    from seqtasks.training.compiled import xla_compilations
 
     if keras.backend.backend() != "jax":
         with xla_compilations() as found:

@@ -3,7 +3,7 @@ import json
 import pytest
 from conftest import SAMPLE_PAIRS
 
-from seqtasks.distribute import choose_strategy, cluster_workers, make_strategy
+from seqtasks.training.distribute import choose_strategy, cluster_workers, make_strategy
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import DistributeConfig
 
@@ -40,7 +40,7 @@ def test_mirrored_over_two_logical_cpus(fresh_python):
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from seqtasks.distribute import choose_strategy, cluster_workers, make_strategy
+from seqtasks.training.distribute import choose_strategy, cluster_workers, make_strategy
 from seqtasks.recipe.schema import DistributeConfig
 strategy = make_strategy(DistributeConfig(strategy="mirrored", devices=["/cpu:0", "/cpu:1"]))
 assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
@@ -107,7 +107,7 @@ def test_devices_with_a_strategy_that_ignores_them_is_a_recipe_error(tmp_path):
 def test_only_the_chief_writes_results(tf_config, chief):
     import json
 
-    from seqtasks.distribute import is_chief
+    from seqtasks.training.distribute import is_chief
 
     assert is_chief({} if tf_config is None else {"TF_CONFIG": json.dumps(tf_config)}) is chief
 
@@ -117,7 +117,7 @@ def test_a_worker_that_is_not_the_chief_exports_nothing(tmp_path, monkeypatch):
 
     import tensorflow as tf
 
-    from seqtasks.export import export_saved_model
+    from seqtasks.export.saved_model import export_saved_model
 
     class Module(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])

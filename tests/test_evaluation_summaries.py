@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from seqtasks.evaluation_summaries import (
+from seqtasks.evaluation.summaries import (
     log_folder,
     record_evaluation,
     scalars,
@@ -18,7 +18,7 @@ from seqtasks.tasks.base import Evaluation
 
 
 def _png(path, colour=(255, 0, 0)):
-    """A 3 x 5 PNG of one colour, written as `seqtasks.plots` writes: a new file renamed into place."""
+    """A 3 x 5 PNG of one colour, written as `seqtasks.evaluation.plots` writes: a new file renamed into place."""
     import tensorflow as tf
 
     image = np.zeros((3, 5, 3), np.uint8) + np.array(colour, np.uint8)
@@ -119,7 +119,7 @@ def test_an_evaluation_logs_its_scores_and_the_figures_it_drew_not_older_ones(tm
 
 
 def test_the_runner_logs_every_evaluation(tmp_path):
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     run = tmp_path / "run"
     (run / "eval" / "test.tsv").mkdir(parents=True)
@@ -144,7 +144,7 @@ def test_the_runner_logs_every_evaluation(tmp_path):
 
 
 def test_scores_by_length_are_logged_per_bucket_with_their_counts(tmp_path):
-    from seqtasks.length_buckets import scores_by_length
+    from seqtasks.evaluation.length_buckets import scores_by_length
 
     by_length = scores_by_length([3, 4, 12], [5, 10], lambda ix: {"bleu": 10.0 * len(ix)}, "source words")
     model = SimpleNamespace(optimizer=SimpleNamespace(built=True, iterations=np.int64(3)))

@@ -11,9 +11,9 @@ from test_ner_task import RECIPE as NER_RECIPE
 from test_ner_task import _sentences
 from test_translation_task import RECIPE as TRANSLATION_RECIPE
 
-from seqtasks.checkpoints import TrainingCheckpoints
+from seqtasks.training.checkpoints import TrainingCheckpoints
 from seqtasks.recipe import load_recipe
-from seqtasks.runner import Runner
+from seqtasks.lifecycle.runner import Runner
 
 pytestmark = pytest.mark.slow  # three small trainings for each task
 
@@ -82,9 +82,9 @@ def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task,
 _STOP_AND_RESUME = """
 import json
 from pathlib import Path
-from seqtasks.checkpoints import TrainingCheckpoints
+from seqtasks.training.checkpoints import TrainingCheckpoints
 from seqtasks.recipe import load_recipe
-from seqtasks.runner import Runner
+from seqtasks.lifecycle.runner import Runner
 
 root, overrides = Path(ROOT), OVERRIDES
 recipe = load_recipe(root / "recipe.yaml", overrides)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.export import describe_signature, export_saved_model, saved_model_folder, unchanged_export, weights_sha256
+from seqtasks.export.saved_model import describe_signature, export_saved_model, saved_model_folder, unchanged_export, weights_sha256
 
 
 class Shout(tf.Module):

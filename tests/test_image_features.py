@@ -310,11 +310,11 @@ def test_a_missing_or_unreadable_image_among_good_ones_is_named(backbone_file, i
 
 
 def test_the_progress_bar_counts_the_images(backbone_file, images, tmp_path, monkeypatch):
-    import seqtasks.progress
+    import seqtasks.utils.progress
 
     bars = []
-    real = seqtasks.progress.progress_bar
-    monkeypatch.setattr(seqtasks.progress, "progress_bar", lambda length, label: bars.append((length, label)) or real(length, label))
+    real = seqtasks.utils.progress.progress_bar
+    monkeypatch.setattr(seqtasks.utils.progress, "progress_bar", lambda length, label: bars.append((length, label)) or real(length, label))
     image_features(FrozenBackbone.from_file(backbone_file), images, tmp_path / "cache", log=lambda _: None)
     assert bars == [(3, "Image features")]
 

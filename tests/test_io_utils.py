@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from seqtasks import io_utils
+from seqtasks.utils import io_utils
 from seqtasks.errors import SeqtasksError
-from seqtasks.io_utils import (
+from seqtasks.utils.io_utils import (
     make_run_dir,
     next_version_dir,
     publish_folder,
@@ -403,7 +403,7 @@ def test_text_is_written_as_utf8_whatever_the_locale(tmp_path):
     from conftest import run_python
 
     path = tmp_path / "out.txt"
-    code = f"from seqtasks.io_utils import write_text_atomic; write_text_atomic({str(path)!r}, 'caf\\xe9 \\u2615')"
+    code = f"from seqtasks.utils.io_utils import write_text_atomic; write_text_atomic({str(path)!r}, 'caf\\xe9 \\u2615')"
     result = run_python(code, env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}, timeout=60)
     assert result.returncode == 0, result.stderr
     assert path.read_bytes() == "café ☕".encode("utf-8")
@@ -503,7 +503,7 @@ def test_the_umask_is_read_without_changing_it_whatever_the_process_name(umask):
     code = (
         "import ctypes, os\n"
         "ctypes.CDLL(None).prctl(15, b'caf\\xc3\\xa9', 0, 0, 0)  # PR_SET_NAME\n"
-        "from seqtasks import io_utils\n"
+        "from seqtasks.utils import io_utils\n"
         "changes, real = [], os.umask\n"
         "os.umask = lambda mask: changes.append(mask) or real(mask)\n"
         "print(oct(io_utils._umask()), changes)\n"
@@ -633,7 +633,7 @@ def test_the_staging_folder_of_a_killed_export_is_removed_by_the_next_export(tmp
     code = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from seqtasks.io_utils import publish_version\n"
+        "from seqtasks.utils.io_utils import publish_version\n"
         "def write(folder):\n"
         "    Path(folder, 'saved_model.pb').write_text('half')\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -18,7 +18,7 @@ import json, sys
 import jax
 from click.testing import CliRunner
 from seqtasks.cli import main
-from seqtasks.distribute import make_strategy
+from seqtasks.training.distribute import make_strategy
 from seqtasks.recipe.schema import DistributeConfig
 assert len(jax.devices()) == 2, jax.devices()
 replicas = {name: make_strategy(DistributeConfig(strategy=name), "jax").num_replicas_in_sync

@@ -9,7 +9,7 @@ from conftest import REPO
 
 from seqtasks.cli import main
 from seqtasks.errors import RecipeError
-from seqtasks.length_buckets import bucket_labels, by_length_scalars, report_lines, scores_by_length
+from seqtasks.evaluation.length_buckets import bucket_labels, by_length_scalars, report_lines, scores_by_length
 from seqtasks.recipe import load_recipe
 
 

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from seqtasks.losses import SmoothedSparseCrossentropy
+from seqtasks.training.losses import SmoothedSparseCrossentropy
 
 RNG = np.random.default_rng(5)
 LOGITS = RNG.normal(size=(2, 3, 6)).astype("float32")

@@ -4,7 +4,7 @@ import numerics
 import pytest
 from numerics import tolerance
 
-from seqtasks.backends import matmul_precision, set_matmul_precision
+from seqtasks.lifecycle.backends import matmul_precision, set_matmul_precision
 
 pytestmark = pytest.mark.backends
 
@@ -41,7 +41,7 @@ def test_a_run_sets_its_recipe_s_precision(restore_precision, tmp_path):
     from conftest import REPO
 
     from seqtasks.recipe import load_recipe
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     set_matmul_precision("default")
     Runner(load_recipe(REPO / "recipes" / "toy.yaml", ["training.matmul_precision=highest"]), tmp_path, log=None)

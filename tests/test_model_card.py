@@ -9,9 +9,14 @@ import json
 from conftest import REPO
 
 from seqtasks import __version__
-from seqtasks.model_card import Source, audit_files, data_files
+from seqtasks.export.model_card import Source, audit_files, data_files
 from seqtasks.recipe import dump_recipe, load_recipe
+from seqtasks.tasks import make_task
 from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
+
+
+def _files(recipe, signature, metrics=None, differs=False):
+    return audit_files(recipe, signature, SOURCE, make_task(recipe).input_limits(), metrics, differs)
 
 TEXT = {
     "inputs": {"text": {"dtype": "string", "shape": [None]}},
@@ -24,7 +29,7 @@ SOURCE = Source("/runs/translation/20260101-000000", "best", "/runs/translation/
 def test_the_files_hold_the_recipe_its_sources_and_the_metrics(tmp_path):
     recipe = load_recipe(REPO / "recipes" / "translation.yaml", [f"export.directory={tmp_path}"])
     metrics = {"validation": {"bleu": 14.1234, "chrf": 35.5}, "train_pairs": 3600}
-    files = audit_files(recipe, TEXT, SOURCE, metrics)
+    files = _files(recipe, TEXT, metrics)
     assert sorted(files) == ["MODEL_CARD.md", "metrics.json", "recipe.yaml", "source.json", "weights.sha256"]
     assert files["recipe.yaml"] == dump_recipe(recipe)
     assert files["weights.sha256"] == "ab" * 32 + "\n"
@@ -39,13 +44,13 @@ def test_the_files_hold_the_recipe_its_sources_and_the_metrics(tmp_path):
         "data_url": "http://www.manythings.org/anki/spa-eng.zip",
         "signature": TEXT,
     }
-    assert "metrics.json" not in audit_files(recipe, TEXT, SOURCE, None)
+    assert "metrics.json" not in _files(recipe, TEXT)
 
 
 def test_the_card_of_a_translation_export(tmp_path):
     recipe = load_recipe(REPO / "recipes" / "translation.yaml")
     metrics = {"validation": {"bleu": 14.1234, "chrf": 35.5}}
-    card = audit_files(recipe, TEXT, SOURCE, metrics)["MODEL_CARD.md"]("saved_models/translation/3")
+    card = _files(recipe, TEXT, metrics)["MODEL_CARD.md"]("saved_models/translation/3")
     lines = card.splitlines()
     assert lines[:5] == ["# translation", "", "Translate sentences with a subword attention encoder-decoder; BLEU and chrF.",
                          "", recipe.description]
@@ -77,12 +82,12 @@ def test_the_card_of_a_translation_export(tmp_path):
 
 def test_a_card_without_scores_says_how_to_measure_them_and_one_measured_with_another_recipe_says_so():
     recipe = load_recipe(REPO / "recipes" / "translation.yaml")
-    card = audit_files(recipe, TEXT, SOURCE, None)["MODEL_CARD.md"]("v")
+    card = _files(recipe, TEXT)["MODEL_CARD.md"]("v")
     assert (
         "None: seqtasks did not evaluate the best weights. "
         f"`seqtasks eval {SOURCE.run_dir} --checkpoint ... --data FILE` measures them."
     ) in card
-    card = audit_files(recipe, TEXT, SOURCE, {"validation": {"bleu": 1.0}}, True)["MODEL_CARD.md"]("v")
+    card = _files(recipe, TEXT, {"validation": {"bleu": 1.0}}, True)["MODEL_CARD.md"]("v")
     assert "Measured with the run's own recipe; this export's `recipe.yaml` differs from it." in card
 
 
@@ -93,7 +98,7 @@ def test_the_card_of_an_image_export_names_the_image_limits():
         "outputs": {"caption": {"dtype": "string", "shape": [None]}, "score": {"dtype": "float32", "shape": [None]}},
         "custom_ops": [],
     }
-    card = audit_files(recipe, signature, SOURCE, None)["MODEL_CARD.md"]("v")
+    card = _files(recipe, signature)["MODEL_CARD.md"]("v")
     assert 'outputs = serve(image=tf.constant([open("image.jpg", "rb").read()]))' in card
     assert "import tensorflow_text" not in card
     assert card.split("## Input limits\n\n")[1].splitlines() == [
@@ -112,7 +117,7 @@ def test_the_card_of_a_sentiment_export_says_which_end_of_a_long_text_is_kept(tm
         "outputs": {"label": {"dtype": "string", "shape": [None]}, "probabilities": {"dtype": "float32", "shape": [None, 2]}},
         "custom_ops": ["NormalizeUTF8"],
     }
-    card = audit_files(recipe, signature, SOURCE, None)["MODEL_CARD.md"]("v")
+    card = _files(recipe, signature)["MODEL_CARD.md"]("v")
     assert "| output | `probabilities` | float32 | [batch, 2] |" in card
     assert "- Only the last 20,000 characters of a text are read." in card  # 50 a subword
     assert "- A longer text keeps its last 400 subwords (`data.max_length`, `data.keep`)." in card

@@ -59,7 +59,7 @@ def test_two_workers_train_in_step_and_only_the_chief_exports(tmp_path):
     # Mirrored variables: both workers end with the same weights.
     import keras
 
-    import seqtasks.losses  # noqa: F401 - registers the classes the saved models name
+    import seqtasks.training.losses  # noqa: F401 - registers the classes the saved models name
     import seqtasks.models  # noqa: F401
 
     models = [

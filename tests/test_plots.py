@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from seqtasks.plots import confusion_colours, contrast_ratio, relative_luminance, save_confusion_matrix, text_colour
+from seqtasks.evaluation.plots import confusion_colours, contrast_ratio, relative_luminance, save_confusion_matrix, text_colour
 
 BLACK, WHITE = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
 TEXT = {"black": BLACK, "white": WHITE}

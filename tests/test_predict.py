@@ -11,7 +11,7 @@ from conftest import REPO
 
 from seqtasks.cli import main
 from seqtasks.errors import SeqtasksError
-from seqtasks.predict import failure_reason, read_image
+from seqtasks.inference.predict import failure_reason, read_image
 
 PNG = (REPO / "recipes" / "data" / "shapes" / "images" / "dev_000.png").read_bytes()
 
@@ -71,7 +71,7 @@ def test_a_model_failure_other_than_its_input_keeps_tensorflow_s_error_class():
     import tensorflow as tf
 
     from seqtasks.errors import ModelFailure
-    from seqtasks.predict import Predictor
+    from seqtasks.inference.predict import Predictor
 
     class Failing:
         structured_input_signature = ((), {"text": tf.TensorSpec([None], tf.string, name="text")})

@@ -14,7 +14,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from seqtasks.cli import resolve_recipe
 from seqtasks.recipe import load_recipe
-from seqtasks.training import train_model
+from seqtasks.training.fit import train_model
 
 STRATEGIES = {
     "one": ["distribute.strategy=one_device", "distribute.devices=[/cpu:0]"],
@@ -47,7 +47,7 @@ def ner(overrides):
     from seqtasks.tasks import make_task
     from seqtasks.tasks import ner as task
     from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies
-    from seqtasks.training import make_optimizer
+    from seqtasks.training.fit import make_optimizer
 
     recipe = load_recipe(resolve_recipe("ner"), COMMON + overrides + ["model.dropout=0", "model.word_dropout=0", "model.word_embedding_dim=16", "model.encoder.units=16"])
     train, validation = make_task(recipe).read_splits()

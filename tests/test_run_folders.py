@@ -7,7 +7,7 @@ import os
 import pytest
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.run_folders import checkpoint_file, find_run, lock_run, newer_unfinished_runs, unfinished_run
+from seqtasks.training.run_folders import checkpoint_file, find_run, lock_run, newer_unfinished_runs, unfinished_run
 
 
 def _run(base, name, steps=(), finished=False, state=None, recipe="task: toy\n"):

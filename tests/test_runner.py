@@ -8,7 +8,7 @@ import pytest
 
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe import dump_recipe, load_recipe
-from seqtasks.runner import Runner, check_inputs
+from seqtasks.lifecycle.runner import Runner, check_inputs
 
 
 def _recipe(tmp_path, text):

@@ -5,7 +5,7 @@ import tensorflow as tf
 from conftest import SAMPLE_PAIRS
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from seqtasks.text.sentencepiece_tokenizer import SMALLEST_VOCAB_SIZE, SentencePieceTokenizer, learn_sentencepiece
 
 SAMPLE = SAMPLE_PAIRS

@@ -108,7 +108,7 @@ def test_text_encoder_strips_html_and_keeps_the_first_or_last_subwords():
     import tensorflow as tf
 
     from seqtasks.recipe.schema import TextClassificationDataConfig
-    from seqtasks.special_ids import RESERVED_TOKENS
+    from seqtasks.text.special_ids import RESERVED_TOKENS
     from seqtasks.tasks.sentiment import make_text_encoder
     from seqtasks.text.subword_tokenizer import SubwordTokenizer
 

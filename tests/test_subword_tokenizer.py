@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqtasks.special_ids import END_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.special_ids import END_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary, normalize, tidy_punctuation
 
 TEXTS = [

@@ -63,7 +63,7 @@ def _server(outputs, input_name="text"):
 
 
 def test_an_export_must_serve_the_declared_input_and_outputs():
-    from seqtasks.runner import check_serving_signature
+    from seqtasks.lifecycle.runner import check_serving_signature
 
     spec = TaskSpec("x", "", object, object, "m:C", serving_input="text", serving_outputs=("translation", "score"))
     check_serving_signature(_server(["score", "translation"]).serve, spec)

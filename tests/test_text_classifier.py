@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from seqtasks.losses import SmoothedSparseCrossentropy
+from seqtasks.training.losses import SmoothedSparseCrossentropy
 from seqtasks.models import TextClassifier
 from seqtasks.models.text_classifier import TextClassifierEnsemble, masked_max
 from seqtasks.tasks.classification_common import EnsembleAccuracy, MemberCrossentropy

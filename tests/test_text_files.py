@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from seqtasks import regular_files
+from seqtasks.utils import regular_files
 from seqtasks.cli import main
 from seqtasks.data.captions import read_coco_captions, read_flickr_tokens, read_split_list
 from seqtasks.data.conll import read_conll
@@ -19,10 +19,10 @@ from seqtasks.data.labelled_text import read_label_files, read_label_first_tsv, 
 from seqtasks.data.parallel_corpus import read_parallel_tsv
 from seqtasks.data.text_files import numbered_lines, reading
 from seqtasks.errors import RecipeError, SeqtasksError
-from seqtasks.predict import read_inputs
+from seqtasks.inference.predict import read_inputs
 from seqtasks.recipe import load_recipe
 from seqtasks.recipe import loader as recipe_loader
-from seqtasks.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES
+from seqtasks.utils.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES
 
 
 @pytest.mark.parametrize("packed", [False, True])
@@ -235,7 +235,7 @@ def test_sizes_are_shown_in_the_largest_unit_that_divides_them(size, shown):
 
 
 def test_a_folder_raises_the_error_opening_it_would(tmp_path):
-    from seqtasks.regular_files import open_regular_file
+    from seqtasks.utils.regular_files import open_regular_file
 
     with pytest.raises(IsADirectoryError) as error:
         open_regular_file(tmp_path, 10)
@@ -247,7 +247,7 @@ def test_a_folder_raises_the_error_opening_it_would(tmp_path):
 
 
 def test_a_regular_file_is_opened_for_blocking_reads(tmp_path):
-    from seqtasks.regular_files import open_regular_file
+    from seqtasks.utils.regular_files import open_regular_file
 
     path = tmp_path / "data.txt"
     path.write_bytes(b"abc")
@@ -256,7 +256,7 @@ def test_a_regular_file_is_opened_for_blocking_reads(tmp_path):
 
 
 def test_a_fifo_swapped_in_after_the_check_is_refused_once_open(tmp_path, monkeypatch):
-    from seqtasks import regular_files
+    from seqtasks.utils import regular_files
 
     regular = tmp_path / "regular.txt"
     regular.write_bytes(b"x")
@@ -285,7 +285,7 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_once_open(tmp_path, monkey
 
 
 def test_a_file_grown_past_the_limit_after_the_first_check_is_refused_once_open(tmp_path, monkeypatch):
-    from seqtasks import regular_files
+    from seqtasks.utils import regular_files
 
     small = tmp_path / "small.txt"
     small.write_bytes(b"x")

@@ -4,10 +4,10 @@ import keras
 import numpy as np
 import pytest
 
-from seqtasks.checkpoints import read_state, restore
+from seqtasks.training.checkpoints import read_state, restore
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import TrainingConfig
-from seqtasks.training import fit, make_optimizer
+from seqtasks.training.fit import fit, make_optimizer
 
 
 def _model():
@@ -53,7 +53,7 @@ def test_the_best_epoch_is_kept_when_training_gets_worse(tmp_path):
 
 @pytest.mark.parametrize("monitor", ["val_loss", "val_mae"])
 def test_early_stopping_waits_its_patience_then_stops(monitor, tmp_path, monkeypatch):
-    from seqtasks.checkpoints import BEST_FILE, TrainingCheckpoints
+    from seqtasks.training.checkpoints import BEST_FILE, TrainingCheckpoints
 
     saved = []
     save_weights = TrainingCheckpoints._save_weights
@@ -192,7 +192,7 @@ def test_a_run_resumed_in_its_last_epoch_finishes_that_epoch_and_nothing_more(wi
 def test_a_loss_that_is_not_finite_after_a_live_line_ends_that_line_first(tmp_path, monkeypatch, capsys):
     import tensorflow as tf
 
-    from seqtasks import training_progress
+    from seqtasks.training import progress as training_progress
 
     monkeypatch.setattr(training_progress, "_is_terminal", lambda stream: True)
     x = np.ones((16, 4), "float32")
@@ -206,7 +206,7 @@ def test_a_loss_that_is_not_finite_after_a_live_line_ends_that_line_first(tmp_pa
 
 
 def test_the_inverse_time_schedule_lowers_the_rate_at_each_epoch_start():
-    from seqtasks.optimizers import EpochSchedule
+    from seqtasks.training.optimizers import EpochSchedule
 
     schedule = EpochSchedule(0.01, "inverse_time", decay=0.5, steps_per_epoch=10)
     values = [float(schedule(step)) for step in (0, 9, 10, 19, 20, 45)]
@@ -234,7 +234,7 @@ def _scheduled_model(**training):
 
 
 def test_fit_counts_the_epoch_for_the_schedule_and_a_resumed_run_goes_on_at_its_rate(tmp_path, monkeypatch):
-    from seqtasks.checkpoints import TrainingCheckpoints
+    from seqtasks.training.checkpoints import TrainingCheckpoints
 
     config = dataclasses.replace(TrainingConfig(), epochs=3, checkpoint_every_steps=7)
     model = _scheduled_model()
@@ -278,7 +278,7 @@ class _StepWeights(keras.callbacks.Callback):
 
 
 def test_ema_validates_keeps_and_restores_the_moving_average_of_the_step_weights(tmp_path, monkeypatch):
-    import seqtasks.training as training
+    import seqtasks.training.fit as training
 
     recorder = _StepWeights()
     real_fit = keras.Model.fit

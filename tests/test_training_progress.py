@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from seqtasks.training_progress import TrainingProgress, count_batches, duration, format_logs
+from seqtasks.training.progress import TrainingProgress, count_batches, duration, format_logs
 
 
 class Clock:
@@ -158,7 +158,8 @@ def test_without_a_count_the_first_epoch_teaches_it():
 def test_batches_are_counted_whatever_the_training_position(tmp_path):
     import tensorflow as tf
 
-    from seqtasks.data.batching import bucketed_batches, training_position
+    from seqtasks.data.batching import bucketed_batches
+    from seqtasks.training.position import training_position
 
     data = tf.data.Dataset.range(40).map(lambda x: tf.fill([x % 9 + 1], x))
     # Buckets of lengths 1-3, 4-6, 7-9 hold 14, 13, 13 elements: 3 + 3 + 3 batches of at most 5.
@@ -190,7 +191,7 @@ def test_fit_shows_the_steps_of_data_of_unknown_length_from_epoch_one(tmp_path, 
     import tensorflow as tf
 
     from seqtasks.recipe.schema import TrainingConfig
-    from seqtasks.training import fit, make_optimizer
+    from seqtasks.training.fit import fit, make_optimizer
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])

@@ -99,7 +99,7 @@ MIXED_SCRIPTS = ["Привет, Tom! مرحبا 你好 🙂👍🏽 35", "Tom ti
 def test_hostile_texts_are_cut_on_subwords_and_give_bounded_clean_outputs(sentencepiece_run):
     import sentencepiece
 
-    from seqtasks.special_ids import UNK_ID
+    from seqtasks.text.special_ids import UNK_ID
 
     root, run_dir, _ = sentencepiece_run
     recipe = load_recipe(run_dir / "recipe.yaml")

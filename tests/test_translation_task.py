@@ -102,7 +102,7 @@ def test_saved_model_serves_like_the_run_decoded(translation_run):
 
 
 def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     _, run_dir, _ = translation_run
     recorded = json.loads((run_dir / "metrics.json").read_text())

@@ -1,7 +1,7 @@
 import numpy as np
 import tensorflow as tf
 
-from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from seqtasks.text.word_tokenizer import WordTokenizer
 
 

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from seqtasks.special_ids import END_ID, PAD_ID, START_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
 from seqtasks.tasks.seq2seq_common import pad_rows
 
 
@@ -13,7 +13,7 @@ def load_run_data(run_dir):
     import keras
 
     from seqtasks.recipe import load_recipe
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     # Seeded before the tokenizers exist: re-seeding TensorFlow clears its kernels, and with them the
     # SentencePiece models' resources that the tokenizers look up.

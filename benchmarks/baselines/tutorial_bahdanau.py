@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.baselines import common
-from seqtasks.special_ids import END_ID, PAD_ID, START_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
 from seqtasks.tasks.seq2seq_common import pad_rows
 
 

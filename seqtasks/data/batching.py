@@ -1,39 +1,7 @@
 """Shuffling and length-bucketed batching shared by the tasks' `tf.data` pipelines."""
 
-from seqtasks.distribute import shard_by_data
-
-_POSITION = []
-
-
-class TrainingPosition:
-    """Where training is in its data: the epoch, and how many of that epoch's batches are already done.
-
-    Training pipelines read both when each epoch's iterator is made: the
-    epoch picks the shuffle order, and a resumed run skips the batches it
-    had trained on before it was stopped. The process has one position,
-    which `fit` moves (see `seqtasks.checkpoints`).
-    """
-
-    def __init__(self):
-        import tensorflow as tf
-
-        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        self.batches_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches_done")
-
-    def start_epoch(self, epoch, batches_done=0):
-        self.epoch.assign(epoch)
-        self.batches_done.assign(batches_done)
-
-
-def training_position():
-    """The process's `TrainingPosition`, made outside any distribution strategy on first use."""
-    if not _POSITION:
-        import tensorflow as tf
-
-        with tf.init_scope():
-            _POSITION.append(TrainingPosition())
-    return _POSITION[0]
-
+from seqtasks.training.distribute import shard_by_data
+from seqtasks.training.position import training_position
 
 def epoch_ordered(data, size, seed, batches):
     """`batches(data)`, shuffled in an order set by `seed` and the training epoch, less the batches done.
@@ -104,22 +72,3 @@ def pad_to_boundaries(batches, boundaries):
         return tf.pad(tensor, padding, constant_values="" if tensor.dtype == tf.string else 0)
 
     return batches.map(lambda *element: tf.nest.map_structure(pad, element if len(element) > 1 else element[0]))
-
-
-def divisible_batches(batches, multiple):
-    """Each batch cut to a multiple of `multiple` rows, and those left empty dropped: Keras' JAX
-    `DataParallel` shards a batch's rows evenly over its devices, so a last, partial batch must divide.
-
-    At most `multiple - 1` examples of a partial batch sit out an epoch; which
-    ones changes with the shuffle order.
-    """
-    import tensorflow as tf
-
-    def rows(*element):
-        return tf.shape(tf.nest.flatten(element)[0])[0]
-
-    def cut(*element):
-        keep = rows(*element) // multiple * multiple
-        return tf.nest.map_structure(lambda tensor: tensor[:keep], element if len(element) > 1 else element[0])
-
-    return batches.map(cut).filter(lambda *element: rows(*element) > 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.regular_files import open_regular_file, reading_errors
+from seqtasks.utils.regular_files import open_regular_file, reading_errors
 
 MAX_BACKBONE_BYTES = 4 * 1024**3
 
@@ -181,7 +181,7 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
     unless it flattens), from the cache when it has them."""
     import tensorflow as tf
 
-    from seqtasks.progress import progress_bar
+    from seqtasks.utils.progress import progress_bar
 
     cache = Path(cache_dir) / f"features-{_cache_key(backbone, image_paths)}.npy"
     if cache.exists():

@@ -1,6 +1,6 @@
 """Reading text data files line by line, with errors that name the file and the line.
 
-Only regular files are read, and within the limits of `seqtasks.regular_files`:
+Only regular files are read, and within the limits of `seqtasks.utils.regular_files`:
 a data file holds at most MAX_DATA_FILE_BYTES of text (after gzip
 decompression) in lines of at most MAX_LINE_BYTES.
 """
@@ -9,9 +9,9 @@ import contextlib
 import gzip
 from pathlib import Path
 
-from seqtasks import regular_files
+from seqtasks.utils import regular_files
 from seqtasks.errors import SeqtasksError
-from seqtasks.regular_files import describe_size, open_regular_file
+from seqtasks.utils.regular_files import describe_size, open_regular_file
 
 
 @contextlib.contextmanager

@@ -2,8 +2,8 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionDecoder
-from seqtasks.losses import TokenMeanLoss
-from seqtasks.special_ids import PAD_ID
+from seqtasks.training.losses import TokenMeanLoss
+from seqtasks.text.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")

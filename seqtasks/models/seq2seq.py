@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from seqtasks.layers import AttentionDecoder, StackedRNN
-from seqtasks.losses import TokenMeanLoss
-from seqtasks.special_ids import PAD_ID
+from seqtasks.training.losses import TokenMeanLoss
+from seqtasks.text.special_ids import PAD_ID
 
 
 def decoder_arguments(decoder_config, attention_config, seed=None, **extra):

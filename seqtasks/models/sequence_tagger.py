@@ -3,11 +3,11 @@ import dataclasses
 import keras
 from keras import ops
 
-from seqtasks.distribute import replicas_in_step
+from seqtasks.training.distribute import replicas_in_step
 from seqtasks.layers import CRF, CharacterCNN, StackedRNN
 from seqtasks.layers.crf import check_constraints, constraint_scores, viterbi_decode
-from seqtasks.losses import replica_share
-from seqtasks.special_ids import PAD_ID, UNK_ID
+from seqtasks.training.losses import replica_share
+from seqtasks.text.special_ids import PAD_ID, UNK_ID
 
 # As many as `seqtasks.text.token_features` gives (TensorFlow code, kept out of the models).
 CASING_CLASSES = 6

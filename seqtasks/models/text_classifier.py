@@ -6,7 +6,7 @@ import numpy as np
 from keras import ops
 
 from seqtasks.layers import AttentionPooling, StackedRNN
-from seqtasks.special_ids import PAD_ID
+from seqtasks.text.special_ids import PAD_ID
 
 POOLINGS = ("last", "attention", "max")
 

@@ -19,7 +19,7 @@ import yaml
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
-from seqtasks.regular_files import describe_size, open_regular_file, reading_errors
+from seqtasks.utils.regular_files import describe_size, open_regular_file, reading_errors
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -10,7 +10,7 @@ import typing
 from seqtasks.recipe.loader import MAX_NESTING, MAX_RECIPE_BYTES
 from seqtasks.recipe.schema import Recipe
 from seqtasks.recipe.task_table import TASKS
-from seqtasks.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
+from seqtasks.utils.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
 
 
 def _type_name(hint):

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from seqtasks.special_ids import SMALLEST_SENTENCEPIECE_VOCAB
+from seqtasks.text.special_ids import SMALLEST_SENTENCEPIECE_VOCAB
 
 # Upper bounds of the integer fields, far above what a recipe needs: a slip (three
 # zeros too many) is an error when the recipe is loaded, not a crash mid-run.

@@ -150,7 +150,7 @@ def make_app(served, limits, capacity=Capacity(), allowed_hosts=(), log=print, l
         return to_json(outputs, len(columns[model.model.input_name]), row_format)
 
     async def _attention(request, model, raw):
-        from seqtasks.api import attention_rows
+        from seqtasks.inference.api import attention_rows
         from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
 
         if ATTENTION_SIGNATURE not in model.signatures:

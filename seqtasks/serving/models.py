@@ -15,7 +15,7 @@ class ServedModel:
 
     name: str
     version: int
-    model: object  # a `seqtasks.api.SeqtasksModel`
+    model: object  # a `seqtasks.inference.api.SeqtasksModel`
     signatures: dict = field(default_factory=dict)
     signature_defs: dict = None  # an export's own SignatureDefs, as TensorFlow Serving's metadata shows them
     batcher: object = None  # `seqtasks.serving.batching.Batcher`, set by the application

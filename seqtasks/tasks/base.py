@@ -1,4 +1,4 @@
-"""The task contract: what every task gives the runner (`seqtasks.runner`), which does the rest."""
+"""The task contract: what every task gives the runner (`seqtasks.lifecycle.runner`), which does the rest."""
 
 import abc
 from dataclasses import dataclass, field
@@ -93,7 +93,7 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def compile_model(self, model):
-        """Compiles `model` with the recipe's optimizer (`seqtasks.training.make_optimizer`) and loss."""
+        """Compiles `model` with the recipe's optimizer (`seqtasks.training.fit.make_optimizer`) and loss."""
 
     def training_metrics(self, train, validation, history):
         """Entries for `metrics.json` about training: example counts, throughput.
@@ -106,6 +106,25 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, model, examples, out_dir):
         """An `Evaluation` of `model` on `examples`; predictions and figures are written into `out_dir`."""
+
+    def input_limits(self):
+        """The model card's lines on what the export reads of an input and how long its outputs may be."""
+        lines = ["Any batch size; an empty batch gives empty outputs.", *self.reading_limits()]
+        decoding = getattr(self.recipe.model, "decoding", None)
+        if decoding is not None:
+            lines.append(f"An output has at most {decoding.max_length} tokens (`model.decoding.max_length`).")
+        return lines
+
+    def reading_limits(self):
+        """How much of one input the export reads, in lines; by default a text's characters, then its tokens."""
+        from seqtasks.tasks.serving_limits import text_character_limit
+
+        data = self.recipe.data
+        keep = getattr(data, "keep", "first")
+        return [
+            f"Only the {keep} {text_character_limit(data.max_length):,} characters of a text are read.",
+            f"A text is cut to its first {data.max_length} tokens (`data.max_length`).",
+        ]
 
     @abc.abstractmethod
     def serving_module(self, model):

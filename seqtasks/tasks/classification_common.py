@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from seqtasks.losses import SmoothedSparseCrossentropy
-from seqtasks.special_ids import PAD_ID
+from seqtasks.training.losses import SmoothedSparseCrossentropy
+from seqtasks.text.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -39,7 +39,7 @@ class EnsembleAccuracy(keras.metrics.SparseCategoricalAccuracy):
 
 def compile_classifier(model, training):
     from seqtasks.models.text_classifier import TextClassifierEnsemble
-    from seqtasks.training import make_optimizer
+    from seqtasks.training.fit import make_optimizer
 
     if isinstance(model, TextClassifierEnsemble):
         loss, accuracy = MemberCrossentropy(training.label_smoothing), EnsembleAccuracy(name="accuracy")
@@ -58,12 +58,12 @@ def _padded_ids(encode, text):
 
 
 def predict_probabilities(model, encode, texts, batch_size):
-    """Class probabilities `(len(texts), classes)`, in length-sorted batches (`seqtasks.compiled`)."""
+    """Class probabilities `(len(texts), classes)`, in length-sorted batches (`seqtasks.training.compiled`)."""
     import numpy as np
     import tensorflow as tf
     from keras import ops
 
-    from seqtasks.compiled import CompiledFunction, pad_batch
+    from seqtasks.training.compiled import CompiledFunction, pad_batch
     from seqtasks.tasks.prediction_loop import predict_in_batches
 
     compiled = CompiledFunction(

@@ -69,7 +69,7 @@ def make_settings_decode(model):
     from keras import ops
 
     from seqtasks.decoding import beam_search, tile_beams
-    from seqtasks.special_ids import END_ID, START_ID
+    from seqtasks.text.special_ids import END_ID, START_ID
 
     def decode(inputs, beam_width, n_best, max_length, length_penalty):
         cache, state = model.encode(inputs)

@@ -2,7 +2,7 @@
 
 import time
 
-from seqtasks.special_ids import PAD_ID
+from seqtasks.text.special_ids import PAD_ID
 from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [8, 16, 24, 32, 48, 64, 96, 128]
@@ -49,10 +49,10 @@ def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None
 
 
 def predict_tags(model, featurizer, tags, sentences, batch_size):
-    """Tag lists for token lists, in length-sorted batches with one compiled function (`seqtasks.compiled`)."""
+    """Tag lists for token lists, in length-sorted batches with one compiled function (`seqtasks.training.compiled`)."""
     import tensorflow as tf
 
-    from seqtasks.compiled import CompiledFunction, pad_batch
+    from seqtasks.training.compiled import CompiledFunction, pad_batch
     from seqtasks.tasks.prediction_loop import predict_in_batches
 
     compiled = None
@@ -145,7 +145,7 @@ class NerTask(Task):
         return read_conll(path, config.token_column, config.tag_column, config.scheme, config.encoding)
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.text.token_features import RESERVED, build_vocabularies, word_counts
 
         config = self.recipe.data
@@ -169,7 +169,7 @@ class NerTask(Task):
         print(f"Vocabularies: {len(word_vocab)} words{singletons}, {len(char_vocab)} characters")
 
     def restore(self, run_dir):
-        from seqtasks.run_folders import read_lines
+        from seqtasks.training.run_folders import read_lines
 
         first_singleton = None
         if (run_dir / _SINGLETONS_FILE).is_file():
@@ -208,7 +208,7 @@ class NerTask(Task):
         )
 
     def compile_model(self, model):
-        from seqtasks.training import make_optimizer
+        from seqtasks.training.fit import make_optimizer
 
         # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy).
         model.compile(optimizer=make_optimizer(self.recipe.training))
@@ -228,7 +228,7 @@ class NerTask(Task):
         from seqeval.metrics import classification_report
 
         from seqtasks.errors import SeqtasksError
-        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.utils.io_utils import write_text_atomic
 
         if not examples:
             raise SeqtasksError("no sentences to evaluate")
@@ -271,6 +271,13 @@ class NerTask(Task):
             "predict_sentences_per_second": round(len(sentences) / predict_seconds, 1),
         }
         return Evaluation(metrics, lines)
+
+    def reading_limits(self):
+        return [
+            super().reading_limits()[0],
+            f"The first {self.recipe.data.max_length} whitespace-separated tokens of a text are tagged; "
+            "later ones are cut off (`data.max_length`).",
+        ]
 
     def serving_module(self, model):
         return make_tagger_server(model, self.featurizer, self.tags, self.recipe.data.max_length)

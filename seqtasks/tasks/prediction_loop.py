@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from seqtasks.progress import progress_bar
+from seqtasks.utils.progress import progress_bar
 
 
 def predict_in_batches(predict_batch, items, batch_size, label, lengths=None):

@@ -110,7 +110,7 @@ class SentimentTask(Task):
         return examples
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.text.subword_tokenizer import learn_vocabulary
 
         config = self.recipe.data
@@ -123,7 +123,7 @@ class SentimentTask(Task):
         print(f"Vocabulary: {len(vocab)} subwords")
 
     def restore(self, run_dir):
-        from seqtasks.run_folders import read_lines
+        from seqtasks.training.run_folders import read_lines
 
         self._set(read_lines(run_dir, "vocab.txt"), read_lines(run_dir, "labels.txt"))
 
@@ -167,8 +167,8 @@ class SentimentTask(Task):
     def evaluate(self, model, examples, out_dir):
         """Accuracy, macro-F1 and confusion matrix (JSON and PNG); predictions in `out_dir`."""
         from seqtasks.errors import SeqtasksError
-        from seqtasks.io_utils import write_text_atomic
-        from seqtasks.plots import save_confusion_matrix
+        from seqtasks.utils.io_utils import write_text_atomic
+        from seqtasks.evaluation.plots import save_confusion_matrix
         from seqtasks.tasks.classification_common import predict_probabilities
 
         if not examples:
@@ -198,6 +198,13 @@ class SentimentTask(Task):
             "predict_texts_per_second": round(len(texts) / predict_seconds, 1),
         }
         return Evaluation(metrics, report)
+
+    def reading_limits(self):
+        data = self.recipe.data
+        return [
+            super().reading_limits()[0],
+            f"A longer text keeps its {data.keep} {data.max_length} subwords (`data.max_length`, `data.keep`).",
+        ]
 
     def serving_module(self, model):
         from seqtasks.tasks.classification_common import make_classifier_server

@@ -1,13 +1,13 @@
 """What the encoder-decoder tasks (translation, toy, captioning) share: compiling, decoding, serving."""
 
-from seqtasks.special_ids import END_ID, PAD_ID, START_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
 
 
 def compile_model(model, training):
     import keras
 
-    from seqtasks.losses import SmoothedSparseCrossentropy
-    from seqtasks.training import make_optimizer
+    from seqtasks.training.losses import SmoothedSparseCrossentropy
+    from seqtasks.training.fit import make_optimizer
 
     model.compile(
         optimizer=make_optimizer(training),
@@ -62,15 +62,15 @@ def decode_in_batches(decode_fn, model, input_spec, items, to_batch, batch_size,
     """Output id rows of `decode_fn` for every item, in the order of `items`.
 
     `decode_fn` reads `model`'s variables; it is compiled for `input_spec`
-    (`(shape, dtype)`, `None` for any size: see `seqtasks.compiled`) and run
+    (`(shape, dtype)`, `None` for any size: see `seqtasks.training.compiled`) and run
     on `to_batch(list of items)` NumPy batches, sorted by `lengths` when
     given. Where each shape compiles anew (JAX) the batches are padded to a
-    few shapes (`seqtasks.compiled.pad_batch`). A `timings` dict receives
+    few shapes (`seqtasks.training.compiled.pad_batch`). A `timings` dict receives
     `trace_seconds` (tracing and compiling) and `decode_seconds` (the rest).
     """
     import time
 
-    from seqtasks.compiled import CompiledFunction, pad_batch
+    from seqtasks.training.compiled import CompiledFunction, pad_batch
     from seqtasks.tasks.prediction_loop import predict_in_batches
 
     compiled = CompiledFunction(decode_fn, model, [input_spec])

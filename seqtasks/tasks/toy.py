@@ -7,8 +7,8 @@ attention it needs (output step t reads input step T - t) is easy to check.
 
 import numpy as np
 
-from seqtasks.length_buckets import report_lines, scores_by_length
-from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
+from seqtasks.evaluation.length_buckets import report_lines, scores_by_length
+from seqtasks.text.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from seqtasks.tasks.base import Evaluation, Task
 
 

@@ -4,8 +4,8 @@ import unicodedata
 
 import numpy as np
 
-from seqtasks.length_buckets import report_lines
-from seqtasks.special_ids import START_ID
+from seqtasks.evaluation.length_buckets import report_lines
+from seqtasks.text.special_ids import START_ID
 from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [6, 9, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100]
@@ -26,7 +26,7 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_si
     import tensorflow as tf
 
     from seqtasks.data.batching import bucketed_batches
-    from seqtasks.special_ids import END_ID
+    from seqtasks.text.special_ids import END_ID
 
     sources = tf.constant([source for source, _ in pairs])
     targets = tf.constant([target for _, target in pairs])
@@ -79,7 +79,7 @@ class TranslationTask(Task):
         return read_parallel_tsv(path, config.source_column, config.target_column, config.encoding)
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.io_utils import write_bytes_atomic
+        from seqtasks.utils.io_utils import write_bytes_atomic
 
         config = self.recipe.data
         print(f"Pairs: {len(train)} training, {len(validation)} validation")
@@ -113,7 +113,7 @@ class TranslationTask(Task):
         return ("\n".join(learn_vocabulary(texts, size, config.lower_case, field)) + "\n").encode("utf-8")
 
     def restore(self, run_dir):
-        from seqtasks.run_folders import read_bytes
+        from seqtasks.training.run_folders import read_bytes
 
         self._set_vocabularies(*(read_bytes(run_dir, name) for name in _VOCABULARY_FILES[self.recipe.data.tokenizer]))
 
@@ -182,7 +182,7 @@ class TranslationTask(Task):
         import tensorflow as tf
 
         from seqtasks.errors import SeqtasksError
-        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode, pad_rows
 
         if not examples:
@@ -237,7 +237,7 @@ class TranslationTask(Task):
         """BLEU and chrF of each bucket of source lengths in words (whitespace-separated)."""
         import sacrebleu
 
-        from seqtasks.length_buckets import scores_by_length
+        from seqtasks.evaluation.length_buckets import scores_by_length
 
         def score(indices):
             outputs, wanted = [hypotheses[i] for i in indices], [[references[i] for i in indices]]
@@ -250,7 +250,7 @@ class TranslationTask(Task):
         return scores_by_length(lengths, self.recipe.evaluation.length_buckets, score, "source words")
 
     def _write_heatmaps(self, model, source_rows, output_ids, out_dir):
-        from seqtasks.plots import save_attention_heatmap
+        from seqtasks.evaluation.plots import save_attention_heatmap
 
         folder = out_dir / "attention"
         folder.mkdir(exist_ok=True)

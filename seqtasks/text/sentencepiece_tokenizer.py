@@ -16,8 +16,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
-from seqtasks.special_ids import SMALLEST_SENTENCEPIECE_VOCAB as SMALLEST_VOCAB_SIZE
+from seqtasks.text.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from seqtasks.text.special_ids import SMALLEST_SENTENCEPIECE_VOCAB as SMALLEST_VOCAB_SIZE
 from seqtasks.text.subword_tokenizer import content_ids
 
 MODEL_TYPES = ("unigram", "bpe")

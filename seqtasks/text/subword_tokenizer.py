@@ -8,7 +8,7 @@ saved inside the exported SavedModel and needs only `tensorflow_text` there.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from seqtasks.special_ids import END_ID, PAD_ID, RESERVED_TOKENS
+from seqtasks.text.special_ids import END_ID, PAD_ID, RESERVED_TOKENS
 
 # Characters too rare to learn (e.g. a single emoji) still get a piece.
 _MAX_BYTES_PER_WORD = 100

@@ -8,7 +8,7 @@ import collections
 
 import tensorflow as tf
 
-from seqtasks.special_ids import PAD_ID, RESERVED_TOKENS, UNK_ID
+from seqtasks.text.special_ids import PAD_ID, RESERVED_TOKENS, UNK_ID
 
 # Words and characters reserve padding and the unknown entry only.
 RESERVED = list(RESERVED_TOKENS[: UNK_ID + 1])

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from seqtasks.special_ids import RESERVED_TOKENS, UNK_ID
+from seqtasks.text.special_ids import RESERVED_TOKENS, UNK_ID
 from seqtasks.text.subword_tokenizer import content_ids
 
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.special_ids import END_ID, PAD_ID, START_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
 
 _BUCKETS = [8, 10, 12, 14, 16, 20, 25, 32, 40, 50, 64]
 

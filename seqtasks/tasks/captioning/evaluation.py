@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seqtasks.special_ids import START_ID
+from seqtasks.text.special_ids import START_ID
 
 OVERLAYS = 4
 
@@ -33,7 +33,7 @@ def write_overlays(model, inputs, output_ids, names, vocab, image_folder, image_
     from keras import ops
 
     from seqtasks.data.image_features import read_image
-    from seqtasks.plots import save_attention_overlay
+    from seqtasks.evaluation.plots import save_attention_overlay
     from seqtasks.tasks.seq2seq_common import decoded_prefix
 
     folder = out_dir / "attention"

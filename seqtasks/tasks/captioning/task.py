@@ -19,7 +19,7 @@ class CaptioningTask(Task):
         return data.read_captions_file(self.recipe.data, path)
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.text.subword_tokenizer import learn_vocabulary
 
         config = self.recipe.data
@@ -36,7 +36,7 @@ class CaptioningTask(Task):
         print(f"Vocabulary: {len(vocab)} subwords")
 
     def restore(self, run_dir):
-        from seqtasks.run_folders import read_lines
+        from seqtasks.training.run_folders import read_lines
 
         self._set(read_lines(run_dir, "vocab.txt"), run_dir)
 
@@ -102,7 +102,7 @@ class CaptioningTask(Task):
         """BLEU-1..4 of the recipe's decoding on the images; `captions.tsv` and attention overlays in `out_dir`."""
         import numpy as np
 
-        from seqtasks.io_utils import write_text_atomic
+        from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.tasks.captioning.evaluation import corpus_bleu, write_overlays
         from seqtasks.tasks.seq2seq_common import decode_in_batches, make_decode, pad_rows
 
@@ -143,6 +143,17 @@ class CaptioningTask(Task):
             "decode_images_per_second": round(len(names) / max(timings["decode_seconds"], 1e-9), 1),
         }
         return Evaluation(metrics, report)
+
+    def reading_limits(self):
+        from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
+
+        backbone = self.recipe.model.backbone
+        size = (f"{backbone.image_size}x{backbone.image_size} pixels (`model.backbone.image_size`)"
+                if backbone.type != "file" else "the input size of the backbone file (`model.backbone.path`)")
+        return [
+            f"An image is a JPEG, PNG or BMP file of at most {MAX_IMAGE_PIXELS:,} pixels (width times height, "
+            f"read from its header before decoding); it is resized to {size}."
+        ]
 
     def serving_module(self, model):
         from seqtasks.tasks.captioning.serving import make_server

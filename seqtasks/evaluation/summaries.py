@@ -8,9 +8,9 @@ validation split, `logs/eval/<file name>/` for `seqtasks eval --data`.
 
 from pathlib import Path
 
-from seqtasks.checkpoints import read_state
+from seqtasks.training.checkpoints import read_state
 from seqtasks.errors import SeqtasksError
-from seqtasks.length_buckets import by_length_scalars
+from seqtasks.evaluation.length_buckets import by_length_scalars
 
 FIGURE_PATTERNS = ("*.png", "attention/*.png")
 
@@ -103,7 +103,7 @@ def figure_stamps(out_dir):
     """`{path: (inode, modification time, size)}` of the figures in `out_dir`.
 
     The figures are written to a new file renamed into place
-    (`seqtasks.plots`), so a redrawn figure has a new inode even when the
+    (`seqtasks.evaluation.plots`), so a redrawn figure has a new inode even when the
     clock has not moved on.
     """
     stamps = {}

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import keras
 
-from seqtasks.distribute import worker_name
+from seqtasks.training.distribute import worker_name
 from seqtasks.errors import SeqtasksError
-from seqtasks.io_utils import write_json_atomic
+from seqtasks.utils.io_utils import write_json_atomic
 
 STATE_FILE = "state.json"
 BEST_FILE = "best.weights.h5"

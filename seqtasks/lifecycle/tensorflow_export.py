@@ -1,4 +1,4 @@
-"""`python -m seqtasks.tensorflow_export REQUEST`: the TensorFlow process of `seqtasks.backends.export_in_tensorflow`."""
+"""`python -m seqtasks.lifecycle.tensorflow_export REQUEST`: the TensorFlow process of `seqtasks.lifecycle.backends.export_in_tensorflow`."""
 
 import json
 import sys
@@ -10,7 +10,7 @@ from seqtasks.errors import SeqtasksError
 def export_request(path):
     """Exports as the request file says and writes the result file."""
     from seqtasks.recipe import load_recipe
-    from seqtasks.runner import Runner
+    from seqtasks.lifecycle.runner import Runner
 
     request = json.loads(Path(path).read_text(encoding="utf-8"))
     answer = {"exported": None, "error": None}

@@ -2,7 +2,7 @@
 
 `audit_files` gives them as `{file name: text}`; the model card is a callable
 of the version's folder, which is known only when the version is published
-(`seqtasks.export.export_saved_model`). Every line of the card comes from the
+(`seqtasks.export.saved_model.export_saved_model`). Every line of the card comes from the
 recipe, the run, the serving signature or the metrics: nothing is made up.
 """
 
@@ -12,7 +12,6 @@ import json
 from seqtasks import __version__
 from seqtasks.recipe import dump_recipe
 from seqtasks.recipe.task_table import TASKS
-from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS, text_character_limit
 
 CARD = "MODEL_CARD.md"
 
@@ -26,7 +25,7 @@ class Source:
         checkpoint: `final`, `best`, `latest`, `step N` or `file`.
         checkpoint_file: the file the weights were read from (the final
             `model/model.keras` or a `.weights.h5` checkpoint).
-        weights_sha256: `seqtasks.export.weights_sha256` of the model.
+        weights_sha256: `seqtasks.export.saved_model.weights_sha256` of the model.
     """
 
     run_dir: str
@@ -53,17 +52,19 @@ def data_files(recipe):
 
 
 def identity_files(recipe, weights_sha256):
-    """The files that make two exports the same (`seqtasks.export.IDENTITY_FILES`): the recipe and the weights' hash."""
+    """The files that make two exports the same (`seqtasks.export.saved_model.IDENTITY_FILES`): the recipe and the weights' hash."""
     return {"recipe.yaml": dump_recipe(recipe), "weights.sha256": weights_sha256 + "\n"}
 
 
-def audit_files(recipe, signature, source, metrics=None, metrics_recipe_differs=False):
+def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_recipe_differs=False):
     """The files of an export's `assets.extra/`: `{name: text}`, the model card a callable of the version folder.
 
     Args:
         recipe: the merged `Recipe` the export was made with.
-        signature: `seqtasks.export.describe_signature` of its serving function.
+        signature: `seqtasks.export.saved_model.describe_signature` of its serving function.
         source: a `Source`.
+        input_limits: the card's lines on what the export reads of an input
+            (`seqtasks.tasks.Task.input_limits`).
         metrics: the run's metrics (`metrics.json`) when they are those of
             these weights, else None.
         metrics_recipe_differs: whether the metrics were measured with the
@@ -86,7 +87,9 @@ def audit_files(recipe, signature, source, metrics=None, metrics_recipe_differs=
     }
     if metrics is not None:
         files["metrics.json"] = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
-    files[CARD] = lambda version: model_card(recipe, signature, source, version, metrics, metrics_recipe_differs)
+    files[CARD] = lambda version: model_card(
+        recipe, signature, source, version, input_limits, metrics, metrics_recipe_differs
+    )
     return files
 
 
@@ -105,7 +108,7 @@ def _other_signatures(signature):
     return [f"Other signatures (`signature_name` in TensorFlow Serving's predict API): {described}.", ""]
 
 
-def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_differs=False):
+def model_card(recipe, signature, source, version, input_limits, metrics=None, metrics_recipe_differs=False):
     """The Markdown model card of the export in `version` (see `audit_files` for the arguments)."""
     spec = TASKS[recipe.task]
     (input_name,) = signature["inputs"]
@@ -125,7 +128,7 @@ def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_
     ]
     if signature["custom_ops"]:
         lines.append("import tensorflow_text  # registers the tokenizer's operations the graph uses")
-    example = '[open("image.jpg", "rb").read()]' if input_name == "image" else '["Your text here."]'
+    example = '[open("image.jpg", "rb").read()]' if spec.binary_input else '["Your text here."]'
     lines += [
         f'serve = tf.saved_model.load("{version}").signatures["serving_default"]',
         f"outputs = serve({input_name}=tf.constant({example}))",
@@ -138,7 +141,7 @@ def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_
         *(_row("output", name, tensor) for name, tensor in signature["outputs"].items()),
         "",
         "One string per example: "
-        + ("the bytes of a JPEG, PNG or BMP file." if input_name == "image" else "UTF-8 text."),
+        + ("the bytes of a JPEG, PNG or BMP file." if spec.binary_input else "UTF-8 text."),
         "",
         *_other_signatures(signature),
         "## Scores",
@@ -151,7 +154,7 @@ def model_card(recipe, signature, source, version, metrics=None, metrics_recipe_
         "",
         "## Input limits",
         "",
-        *(f"- {line}" for line in _limits(recipe, input_name)),
+        *(f"- {line}" for line in input_limits),
         "",
     ]
     return "\n".join(lines)
@@ -201,34 +204,4 @@ def _data(recipe, spec):
         lines += ["", f"- Source: {url}" if url else "- Source: not recorded in the recipe (`data.url`)."]
         lines.append("- Licence: not recorded in the recipe; check the data's source before sharing this model "
                      "or its outputs.")
-    return lines
-
-
-def _limits(recipe, input_name):
-    """The serving function's limits on its inputs and outputs, from the recipe's values."""
-    data, model = recipe.data, recipe.model
-    decoding = getattr(model, "decoding", None)
-    lines = ["Any batch size; an empty batch gives empty outputs."]
-    if input_name == "text":
-        keep = getattr(data, "keep", "first")
-        lines.append(f"Only the {keep} {text_character_limit(data.max_length):,} characters of a text are read.")
-    if recipe.task == "sentiment":
-        lines.append(
-            f"A longer text keeps its {data.keep} {data.max_length} subwords (`data.max_length`, `data.keep`)."
-        )
-    elif recipe.task == "ner":
-        lines.append(f"The first {data.max_length} whitespace-separated tokens of a text are tagged; "
-                     "later ones are cut off (`data.max_length`).")
-    elif input_name == "text" and hasattr(data, "max_length"):
-        lines.append(f"A text is cut to its first {data.max_length} tokens (`data.max_length`).")
-    if input_name == "image":
-        backbone = model.backbone
-        size = (f"{backbone.image_size}x{backbone.image_size} pixels (`model.backbone.image_size`)"
-                if backbone.type != "file" else "the input size of the backbone file (`model.backbone.path`)")
-        lines.append(
-            f"An image is a JPEG, PNG or BMP file of at most {MAX_IMAGE_PIXELS:,} pixels (width times height, "
-            f"read from its header before decoding); it is resized to {size}."
-        )
-    if decoding is not None:
-        lines.append(f"An output has at most {decoding.max_length} tokens (`model.decoding.max_length`).")
     return lines

@@ -112,7 +112,7 @@ def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
         env = dict(os.environ, KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="-1")
         env.pop("SEQTASKS_EXPECT_BACKEND", None)
         process = subprocess.run(
-            [sys.executable, "-m", "seqtasks.tensorflow_export", str(request)], env=env, capture_output=True, text=True
+            [sys.executable, "-m", "seqtasks.lifecycle.tensorflow_export", str(request)], env=env, capture_output=True, text=True
         )
         for line in process.stdout.splitlines():
             runner.log(line)

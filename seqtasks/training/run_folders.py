@@ -64,8 +64,8 @@ def unfinished_run(output_dir, name, recipe_text):
     base = Path(output_dir) / name
     if not base.is_dir():
         return None
-    from seqtasks.checkpoints import read_state
-    from seqtasks.distribute import worker_name
+    from seqtasks.training.checkpoints import read_state
+    from seqtasks.training.distribute import worker_name
 
     for folder in sorted((path for path in base.iterdir() if path.is_dir()), key=_started, reverse=True):
         recipe = folder / "recipe.yaml"
@@ -138,7 +138,7 @@ def checkpoint_file(run_dir, checkpoint):
     checkpoint of that training step, and anything else is a path to a
     `.weights.h5` file.
     """
-    from seqtasks.checkpoints import BEST_FILE, read_state, step_file
+    from seqtasks.training.checkpoints import BEST_FILE, read_state, step_file
 
     run_dir = Path(run_dir)
     final = run_dir / "model" / "model.keras"
@@ -173,7 +173,7 @@ def checkpoint_file(run_dir, checkpoint):
 
 def _kept_steps(run_dir):
     """Which step checkpoints `run_dir` keeps, as the end of a sentence."""
-    from seqtasks.checkpoints import kept_steps
+    from seqtasks.training.checkpoints import kept_steps
 
     steps = kept_steps(Path(run_dir) / "checkpoints")
     return f"kept: {', '.join(map(str, steps))}" if steps else "it keeps none"

@@ -32,7 +32,7 @@ def count_batches(dataset):
     import numpy as np
     import tensorflow as tf
 
-    from seqtasks.data.batching import training_position
+    from seqtasks.training.position import training_position
 
     known = int(dataset.cardinality())
     if known == tf.data.INFINITE_CARDINALITY:

@@ -45,8 +45,8 @@ def compare_by_length(paths, figure_path, metric=None, labels=None):
     name with `.csv`: a row per run and bucket with the count and every score.
     Returns `(figure_path, csv_path)`.
     """
-    from seqtasks.io_utils import write_text_atomic
-    from seqtasks.plots import save_length_comparison
+    from seqtasks.utils.io_utils import write_text_atomic
+    from seqtasks.evaluation.plots import save_length_comparison
 
     if not paths:
         raise SeqtasksError("give at least one run folder to compare")

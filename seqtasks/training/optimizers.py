@@ -12,7 +12,7 @@ import math
 import keras
 from keras import ops
 
-from seqtasks.distribute import replicas_in_step
+from seqtasks.training.distribute import replicas_in_step
 
 
 class _ClipAfterAllReduce:
@@ -34,7 +34,7 @@ class _ClipAfterAllReduce:
 
     def finalize_variable_values(self, var_list):
         # `fit` calls this at its end to put the moving average in place; a run calls `fit` more than
-        # once (a resumed epoch, then the rest), so `seqtasks.training.fit` does it once, after choosing
+        # once (a resumed epoch, then the rest), so `seqtasks.training.fit.fit` does it once, after choosing
         # the best epoch.
         pass
 
@@ -83,7 +83,7 @@ class EpochSchedule(keras.optimizers.schedules.LearningRateSchedule):
         epochs: int, the epochs over which `"cosine"` goes down to 0.
         steps_per_epoch: int, the training steps in an epoch. It may be left
             `None` when the optimizer is made and set once the data is
-            counted (`seqtasks.training.fit` does), before the first step.
+            counted (`seqtasks.training.fit.fit` does), before the first step.
 
     Example:
 

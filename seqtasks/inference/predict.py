@@ -4,7 +4,7 @@ import json
 import sys
 
 from seqtasks.errors import ModelFailure, SeqtasksError
-from seqtasks.quiet import dropped_native_stderr
+from seqtasks.utils.quiet import dropped_native_stderr
 
 MAX_IMAGE_BYTES = 64 * 1024**2
 
@@ -50,7 +50,7 @@ class Predictor:
     @classmethod
     def load(cls, path):
         """The SavedModel at `path`: a version folder, or a base folder whose newest version is loaded."""
-        from seqtasks.export import saved_model_folder
+        from seqtasks.export.saved_model import saved_model_folder
 
         path = saved_model_folder(path)
         import tensorflow as tf
@@ -205,7 +205,7 @@ def _shape_text(shape):
 def read_image(path):
     """The bytes of the image file `path`, if it starts as a JPEG, PNG or BMP file does (a JPEG whole)."""
     from seqtasks.data.image_headers import BadImage, check_image
-    from seqtasks.regular_files import open_regular_file
+    from seqtasks.utils.regular_files import open_regular_file
 
     try:
         with open_regular_file(path, MAX_IMAGE_BYTES, "an image") as handle:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def make_optimizer(config):
-    from seqtasks import optimizers
+    from seqtasks.training import optimizers
 
     classes = {
         "adam": optimizers.Adam,
@@ -48,7 +48,7 @@ def use_averaged_weights(model):
 
 def _set_steps_per_epoch(model, steps):
     """Gives an `EpochSchedule` the training steps of an epoch (`count_batches`), before training."""
-    from seqtasks import optimizers
+    from seqtasks.training import optimizers
     from seqtasks.errors import SeqtasksError
 
     schedule = getattr(_inner_optimizer(model), "_learning_rate", None)
@@ -97,7 +97,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     """Trains with `model.fit`, with checkpoints to resume from, logging to TensorBoard; keeps the best weights.
 
     `state` is the restored state of a resumed run (see
-    `seqtasks.checkpoints.restore`): training goes on from the epoch and
+    `seqtasks.training.checkpoints.restore`): training goes on from the epoch and
     batch it names, with its history, best value, early-stopping count and
     training time; a state whose training had ended trains no further. The
     weights with the best `config.monitor` value (the lowest validation loss
@@ -109,10 +109,10 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     """
     import keras
 
-    from seqtasks.checkpoints import BEST_FILE, TrainingCheckpoints
-    from seqtasks.compiled import xla_compilations
-    from seqtasks.data.batching import training_position
-    from seqtasks.training_progress import progress_callback
+    from seqtasks.training.checkpoints import BEST_FILE, TrainingCheckpoints
+    from seqtasks.training.compiled import xla_compilations
+    from seqtasks.training.position import training_position
+    from seqtasks.training.progress import progress_callback
 
     run_dir = Path(run_dir)
     mode = "min" if config.monitor.endswith("loss") else "max"
@@ -191,7 +191,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
 
 def fit_metrics(task, history, train_seconds, model):
     """The metrics every task records about its `fit`: losses by epoch, epochs, time, size."""
-    from seqtasks.checkpoints import finite_or_none
+    from seqtasks.training.checkpoints import finite_or_none
 
     return {
         "task": task,
@@ -264,13 +264,13 @@ def _weighted_by_global_batch(update_state):
     """Has the logged loss averaged as on one device: each replica's loss weighs in equally.
 
     Keras weighs each replica's loss by the replica's share of the batch, but
-    the losses (see `seqtasks.losses.replica_share`) are already parts of the
+    the losses (see `seqtasks.training.losses.replica_share`) are already parts of the
     global mean, so a replica's value must count equally: every replica is
     given the mean share as its weight.
     """
     from keras import ops
 
-    from seqtasks.distribute import mean_over_replicas, replicas_in_step
+    from seqtasks.training.distribute import mean_over_replicas, replicas_in_step
 
     def update(values, sample_weight=None):
         if sample_weight is not None and replicas_in_step() > 1:
@@ -298,9 +298,9 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
     """
     import keras
 
-    from seqtasks import checkpoints
-    from seqtasks.distribute import make_strategy
-    from seqtasks.io_utils import publish_folder
+    from seqtasks.training import checkpoints
+    from seqtasks.training.distribute import make_strategy
+    from seqtasks.utils.io_utils import publish_folder
 
     backend = keras.backend.backend()
     strategy = make_strategy(recipe.distribute, backend)
@@ -312,7 +312,7 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
     if backend == "tensorflow" and strategy.num_replicas_in_sync > 1:
         _build_before_fit(model, train_data, strategy)
     if backend == "jax" and strategy.num_replicas_in_sync > 1:
-        from seqtasks.data.batching import divisible_batches
+        from seqtasks.training.distribute import divisible_batches
 
         train_data = divisible_batches(train_data, strategy.num_replicas_in_sync)
         if validation_data is not None:

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from seqtasks.special_ids import PAD_ID
+from seqtasks.text.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -47,7 +47,7 @@ def replica_share(count):
     weighs in by that share, so the step's loss and gradients are the mean
     over every real token of the global batch, as on one device.
     """
-    from seqtasks.distribute import mean_over_replicas, replicas_in_step
+    from seqtasks.training.distribute import mean_over_replicas, replicas_in_step
 
     if replicas_in_step() == 1:
         return 1.0

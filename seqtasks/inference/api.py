@@ -52,17 +52,17 @@ def load(path, checkpoint=None, verbose=False):
     imported before).
     """
     if not verbose:
-        from seqtasks.quiet import quiet_tensorflow
+        from seqtasks.utils.quiet import quiet_tensorflow
 
         quiet_tensorflow()
     path = Path(path)
     if (path / "recipe.yaml").is_file():
-        from seqtasks.predict import Predictor
-        from seqtasks.runner import Runner
+        from seqtasks.inference.predict import Predictor
+        from seqtasks.lifecycle.runner import Runner
 
         runner = Runner.open(path, log=lambda line: None)
         model = runner.load_model(checkpoint)
-        from seqtasks.export import module_signatures
+        from seqtasks.export.saved_model import module_signatures
 
         server = runner.task.serving_module(model)
         spec = runner.task.spec
@@ -72,7 +72,7 @@ def load(path, checkpoint=None, verbose=False):
         raise SeqtasksError(f"{path}: checkpoint={checkpoint!r} needs a run folder; an export holds one model")
     if not path.is_dir():
         raise SeqtasksError(f"{path}: no such run folder or SavedModel")
-    from seqtasks.predict import Predictor
+    from seqtasks.inference.predict import Predictor
 
     predictor = Predictor.load(path)
     if predictor.spec is None:
@@ -114,7 +114,7 @@ class SeqtasksModel:
 
     def predict(self, inputs, batch_size=64):
         """Every output of the serving signature for each input, as plain Python values (NER: without padding)."""
-        from seqtasks.predict import plain_outputs
+        from seqtasks.inference.predict import plain_outputs
 
         single, items = _as_list(inputs, self.binary_input)
         results = []
@@ -261,7 +261,7 @@ class SeqtasksModel:
 
     def recipe(self):
         """The recipe the model was trained with (an export's copy in `assets.extra/`), or None if absent."""
-        from seqtasks.export import AUDIT_FOLDER
+        from seqtasks.export.saved_model import AUDIT_FOLDER
         from seqtasks.recipe import load_recipe
 
         if self._runner is not None:

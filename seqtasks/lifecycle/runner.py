@@ -27,7 +27,7 @@ class Runner:
     """
 
     def __init__(self, recipe, run_dir, log=print):
-        from seqtasks.backends import set_matmul_precision
+        from seqtasks.lifecycle.backends import set_matmul_precision
         from seqtasks.tasks import make_task
 
         set_matmul_precision(recipe.training.matmul_precision)
@@ -43,15 +43,15 @@ class Runner:
         The recipe's data files are checked first (`check_inputs`), so a
         mistake there leaves no run folder behind. A new folder gets the
         merged recipe as `recipe.yaml`. The folder is locked for this process
-        (`seqtasks.run_folders.lock_run`): a second process resuming the same
+        (`seqtasks.training.run_folders.lock_run`): a second process resuming the same
         run is refused. The distribution strategy is made before any other
         TensorFlow work, as multi-worker collectives require.
         """
-        from seqtasks.backends import resolve_backend
-        from seqtasks.distribute import make_strategy
-        from seqtasks.io_utils import make_run_dir, write_text_atomic
+        from seqtasks.lifecycle.backends import resolve_backend
+        from seqtasks.training.distribute import make_strategy
+        from seqtasks.utils.io_utils import make_run_dir, write_text_atomic
         from seqtasks.recipe import dump_recipe
-        from seqtasks.run_folders import lock_run, unfinished_run
+        from seqtasks.training.run_folders import lock_run, unfinished_run
 
         check_inputs(recipe)
         recipe = resolve_backend(recipe)
@@ -85,8 +85,8 @@ class Runner:
         """Trains (resuming from the folder's last checkpoint), evaluates, exports; returns and writes the metrics."""
         import keras
 
-        from seqtasks.io_utils import write_json_atomic
-        from seqtasks.training import fit_metrics, train_model
+        from seqtasks.utils.io_utils import write_json_atomic
+        from seqtasks.training.fit import fit_metrics, train_model
 
         started = time.time()
         keras.utils.set_random_seed(self.recipe.seed)
@@ -124,11 +124,11 @@ class Runner:
         On the validation split the outputs replace the run folder's own; for
         a file they go to `RUN/eval/<file name>/` with its `metrics.json`.
         `checkpoint` is `final`, `best`, `latest`, a step or a weights file
-        (see `seqtasks.run_folders.checkpoint_file`); a run that did not
+        (see `seqtasks.training.run_folders.checkpoint_file`); a run that did not
         finish has no default.
         """
-        from seqtasks.io_utils import write_json_atomic
-        from seqtasks.run_folders import checkpoint_file, eval_folder
+        from seqtasks.utils.io_utils import write_json_atomic
+        from seqtasks.training.run_folders import checkpoint_file, eval_folder
 
         checkpoint_file(self.run_dir, checkpoint)  # a run that did not finish is refused before any work
         if data_path is None:
@@ -162,8 +162,8 @@ class Runner:
         import keras
 
         import seqtasks.models  # noqa: F401 - registers the model classes for loading
-        from seqtasks.run_folders import checkpoint_file
-        from seqtasks.training import dtype_policy, use_averaged_weights
+        from seqtasks.training.run_folders import checkpoint_file
+        from seqtasks.training.fit import dtype_policy, use_averaged_weights
 
         path = checkpoint_file(self.run_dir, checkpoint)
         if path is None:
@@ -187,7 +187,7 @@ class Runner:
         return model
 
     def _evaluate(self, model, examples, out_dir):
-        from seqtasks.evaluation_summaries import record_evaluation
+        from seqtasks.evaluation.summaries import record_evaluation
 
         # The metrics and figures go to TensorBoard too (RUN/logs/evaluation, RUN/logs/eval/<file name>).
         evaluation = record_evaluation(
@@ -204,7 +204,7 @@ class Runner:
         `metrics` are those of these weights when known (at the end of
         training), else a finished run's `metrics.json` describes its final
         model. The version's `assets.extra/` gets the recipe, the sources, the
-        metrics and a model card (`seqtasks.model_card`). Weights and recipe
+        metrics and a model card (`seqtasks.export.model_card`). Weights and recipe
         identical to the newest version's export nothing unless `force`.
         """
         import json
@@ -213,20 +213,20 @@ class Runner:
         import keras
 
         if keras.backend.backend() != "tensorflow":
-            from seqtasks.backends import export_in_tensorflow
+            from seqtasks.lifecycle.backends import export_in_tensorflow
 
             return export_in_tensorflow(self, checkpoint, metrics, force)
 
-        from seqtasks.export import (
+        from seqtasks.export.saved_model import (
             describe_signature,
             export_saved_model,
             module_signatures,
             unchanged_export,
             weights_sha256,
         )
-        from seqtasks.model_card import Source, audit_files, identity_files
+        from seqtasks.export.model_card import Source, audit_files, identity_files
         from seqtasks.recipe import load_recipe
-        from seqtasks.run_folders import checkpoint_file
+        from seqtasks.training.run_folders import checkpoint_file
 
         weights = weights_sha256(model.weights)
         directory, name = self.recipe.export.directory, self.recipe.name
@@ -253,7 +253,7 @@ class Runner:
             differs = False
         source = Source(str(run_dir), label, str(weights_file), weights)
         described = {**describe_signature(server.serve), "signatures": sorted(module_signatures(server))}
-        extras = audit_files(self.recipe, described, source, metrics, differs)
+        extras = audit_files(self.recipe, described, source, self.task.input_limits(), metrics, differs)
         return export_saved_model(server, module_signatures(server), directory, name, extras, force, self.log)
 
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.io_utils import publish_version, versions
+from seqtasks.utils.io_utils import publish_version, versions
 
 # Where a version's own files go: TensorFlow Serving reads only its warm-up file there.
 AUDIT_FOLDER = "assets.extra"
@@ -20,7 +20,7 @@ def export_saved_model(module, signature, export_root, name, extras=None, force=
     (`module_signatures`). `extras` maps file names to the texts written
     into the version's `assets.extra/`; a callable value is called with the
     version's final folder (a model card that names it). The version number
-    is reserved atomically (`seqtasks.io_utils.publish_version`): concurrent
+    is reserved atomically (`seqtasks.utils.io_utils.publish_version`): concurrent
     exports get distinct versions and no version is ever replaced.
 
     Unless `force`, when the newest version has the same `IDENTITY_FILES` as
@@ -38,7 +38,7 @@ def export_saved_model(module, signature, export_root, name, extras=None, force=
 
     import tensorflow as tf
 
-    from seqtasks.distribute import cluster_workers, is_chief
+    from seqtasks.training.distribute import cluster_workers, is_chief
 
     extras = dict(extras or {})
     functions = signature if isinstance(signature, dict) else {"serving_default": signature}
@@ -88,7 +88,7 @@ def unchanged_export(export_root, name, files, log=None):
     reported through `log`. In a multi-worker cluster the answer is always
     None: every worker takes part in saving, so none may skip it alone.
     """
-    from seqtasks.distribute import cluster_workers
+    from seqtasks.training.distribute import cluster_workers
 
     numbers = versions(Path(export_root) / name)
     if not numbers or cluster_workers() > 1 or not _same_export(numbers[max(numbers)], files):

@@ -226,3 +226,22 @@ def _check_device(name):
             return device.name
     names = ", ".join(device.name for device in visible)
     raise SeqtasksError(f"distribute.devices: no device {name!r}; visible devices: {names}")
+
+
+def divisible_batches(batches, multiple):
+    """Each batch cut to a multiple of `multiple` rows, and those left empty dropped: Keras' JAX
+    `DataParallel` shards a batch's rows evenly over its devices, so a last, partial batch must divide.
+
+    At most `multiple - 1` examples of a partial batch sit out an epoch; which
+    ones changes with the shuffle order.
+    """
+    import tensorflow as tf
+
+    def rows(*element):
+        return tf.shape(tf.nest.flatten(element)[0])[0]
+
+    def cut(*element):
+        keep = rows(*element) // multiple * multiple
+        return tf.nest.map_structure(lambda tensor: tensor[:keep], element if len(element) > 1 else element[0])
+
+    return batches.map(cut).filter(lambda *element: rows(*element) > 0)

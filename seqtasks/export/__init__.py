@@ -1,0 +1,1 @@
+"""Publishing a SavedModel: versioned, atomic, with its audit files and model card."""
