@@ -140,6 +140,7 @@ class FakeModel:
         self.task = task
         self.input_name = "image" if binary else "text"
         self.binary_input = binary
+        self.mergeable_signatures = ("serving_default", "with_settings")
         self.path = f"/fake/{task}"
         self.calls = []
         self.gate = threading.Event()

@@ -502,6 +502,38 @@ def test_a_checkpoint_file_holds_what_save_weights_writes(tmp_path):
     assert datasets(tmp_path / "step-00000003.weights.h5") == theirs
 
 
+def test_without_keras_private_state_writer_a_checkpoint_is_written_through_save_weights(tmp_path, monkeypatch):
+    import io
+    import os
+
+    import h5py
+    from keras.src.saving import saving_lib
+
+    from seqtasks.training.checkpoints import weights_file_bytes
+
+    callback = _checkpointed(tmp_path / "private", [(3, 1.5)])
+    expected = weights_file_bytes(callback.model)
+    class PathsOnly(saving_lib.H5IOStore):  # a Keras release whose store takes no file object
+        def __init__(self, target, *args, **kwargs):
+            if not isinstance(target, (str, os.PathLike)):
+                raise TypeError("H5IOStore() takes a path")
+            super().__init__(target, *args, **kwargs)
+
+    monkeypatch.setattr(saving_lib, "H5IOStore", PathsOnly)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    public = weights_file_bytes(callback.model, scratch)
+    assert list(scratch.iterdir()) == []  # the temporary folder is gone
+
+    def datasets(data):
+        found = {}
+        with h5py.File(io.BytesIO(data)) as opened:
+            opened.visititems(lambda name, item: found.update({name: item[()].tolist()} if hasattr(item, "shape") else {}))
+        return found
+
+    assert len(datasets(public)) == 8 and datasets(public) == datasets(expected)
+
+
 def test_a_checkpoint_that_would_not_fit_on_the_disk_is_not_started(tmp_path, monkeypatch):
     import collections
     import shutil

@@ -7,7 +7,7 @@ import pytest
 from seqtasks.cli import builtin_recipes
 from seqtasks.errors import RecipeError
 from seqtasks.recipe import dump_recipe, load_recipe
-from seqtasks.recipe.schema import Seq2SeqModelConfig, TrainingConfig
+from seqtasks.recipe.schema import MAX_BEAM_WIDTH, MAX_DECODE_LENGTH, Seq2SeqModelConfig, TrainingConfig
 
 
 def write(tmp_path, text, name="x.yaml"):
@@ -455,7 +455,7 @@ def _bounded_fields():
 # A recipe of each task that the bounds alone can break: the cross-field checks
 # hold at every bound (lengths from 1 to the most, columns apart from each other,
 # the widest beam for any n_best).
-WIDEST_BEAM = {"decoding": {"beam_width": 1024}}
+WIDEST_BEAM = {"decoding": {"beam_width": MAX_BEAM_WIDTH}}
 BASES = {
     "toy": {"task": "toy", "data": {"min_length": 1, "max_length": 10_000}, "model": WIDEST_BEAM},
     "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}, "model": WIDEST_BEAM},
@@ -1214,6 +1214,9 @@ def test_every_integer_field_has_an_upper_bound_a_practitioner_would_accept(task
     assert "max" in metadata, f"{dotted} has no upper bound"
     leaf = dotted.rpartition(".")[2]
     assert metadata["max"] <= (2**32 - 1 if leaf == "seed" else 10**9)
+    if dotted.endswith("decoding.max_length"):  # the bound an export's with_settings signature shares
+        assert metadata["max"] == MAX_DECODE_LENGTH >= 256
+        return
     assert metadata["max"] >= {"seed": 2**31, "epochs": 1000, "batch_size": 8192, "max_length": 1000}.get(leaf, 10)
 
 
@@ -1222,7 +1225,7 @@ def test_every_integer_field_has_an_upper_bound_a_practitioner_would_accept(task
     [
         ("seed", 100000000000000000000, 4294967295, 2),
         ("model.embedding_dim", 1000000000000, 65536, 3),
-        ("model.decoding.max_length", 1000000000000, 10000, 4),
+        ("model.decoding.max_length", 1000000000000, 256, 4),
         ("model.encoder.units", 65537, 65536, 4),
         ("training.batch_size", 1048577, 1048576, 3),
         ("data.vocab_size", 1000001, 1000000, 3),

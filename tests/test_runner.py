@@ -9,6 +9,7 @@ import pytest
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe import dump_recipe, load_recipe
 from seqtasks.lifecycle.runner import Runner, check_inputs
+from seqtasks.tasks import make_task
 
 
 def _recipe(tmp_path, text):
@@ -60,7 +61,7 @@ def test_each_input_the_task_reads_must_be_there_as_a_file_or_folder(tmp_path, r
         path = tmp_path / name
         {"file": lambda: path.write_text("x\n"), "folder": path.mkdir, "fifo": lambda: os.mkfifo(path)}[kind]()
     with pytest.raises(SeqtasksError) as error:
-        check_inputs(_recipe(tmp_path, recipe))
+        check_inputs(make_task(_recipe(tmp_path, recipe)).input_paths())
     assert str(error.value) == expected.format(root=tmp_path)
 
 
@@ -124,3 +125,41 @@ def test_eval_of_a_recipe_names_the_finished_run_it_picked_and_the_newer_ones_it
         f"  skipped {killed}: it has not finished (give its folder and --checkpoint to use it)",
     ]
     assert result.stderr.splitlines() == ["Error: task 'toy' makes its own data; it has no data files to evaluate on"]
+
+
+@pytest.mark.parametrize(
+    "recipe, files, expected",
+    [
+        (
+            "task: translation\ndata: {path: pairs.tsv, validation_size: 2}\n",
+            {"pairs.tsv": "Go.\tVe.\nHi.\tHola.\nRun!\n"},
+            "{root}/pairs.tsv:3: expected at least 2 tab-separated columns (source column 1, target column 0); got 1",
+        ),
+        (
+            "task: sentiment\ndata: {path: texts.csv, validation_size: 1}\n",
+            {"texts.csv": "text,label\ngood film,pos\nbad film\n"},
+            "{root}/texts.csv:3: expected 2 columns as in the header; got 1",
+        ),
+        (
+            "task: ner\ndata: {path: train.conll, validation_size: 1}\n",
+            {"train.conll": "EU B-ORG\nrejects O\n\nGerman\n"},
+            "{root}/train.conll:4: expected at least 2 columns (token column 0, tag column -1); got 1",
+        ),
+        (
+            "task: captioning\ndata: {captions: c.txt, train_split: t.txt, validation_split: v.txt, images: img}\n",
+            {"c.txt": "a.jpg#0\ta dog .\nb.jpg a cat\n", "t.txt": "a.jpg\n", "v.txt": "b.jpg\n", "img/": None},
+            "{root}/c.txt:2: expected '<image>#<n><TAB><caption>'",
+        ),
+    ],
+    ids=["translation", "sentiment", "ner", "captioning"],
+)
+def test_a_malformed_data_file_is_reported_before_any_run_folder_is_made(tmp_path, recipe, files, expected):
+    for name, text in files.items():
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text(text)
+    with pytest.raises(SeqtasksError) as error:
+        Runner.start(_recipe(tmp_path, recipe), tmp_path / "runs", log=pytest.fail)
+    assert str(error.value) == expected.format(root=tmp_path)
+    assert not (tmp_path / "runs").exists()

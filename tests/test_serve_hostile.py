@@ -184,20 +184,28 @@ def test_healthz_answers_within_100_ms_while_a_16_mib_request_is_parsed(body):
     assert len(body) <= 16 * 1024**2
     with in_process_server(fake_served(("tiny", FakeModel()))) as (url, _):
         get_json(url + "/healthz")
-        stop, latencies = threading.Event(), []
-        poller = threading.Thread(target=_poll_health, args=(url, stop, latencies))
-        poller.start()
-        time.sleep(0.2)
-        started = time.perf_counter()
-        status, answer = request("POST", url + "/v1/models/tiny:predict", body, JSON)
-        finished = time.perf_counter()
-        time.sleep(0.1)
-        stop.set()
-        poller.join()
-    assert status == 413 and "--max-" in answer["error"], answer
-    during = [latency for begun, latency, code in latencies if started <= begun <= finished and code == 200]
-    assert len(during) >= 3 and max(during) < 0.1, (finished - started, during)
-    assert all(code == 200 for _, _, code in latencies)
+        # A parse on the event loop would hold every poll for its whole length (0.3 to 2 s here) on every try;
+        # three tries keep a moment of a machine busy with other tests from failing a server that never stalls.
+        attempts = []
+        for _ in range(3):
+            stop, latencies = threading.Event(), []
+            poller = threading.Thread(target=_poll_health, args=(url, stop, latencies))
+            poller.start()
+            time.sleep(0.2)
+            started = time.perf_counter()
+            status, answer = request("POST", url + "/v1/models/tiny:predict", body, JSON)
+            finished = time.perf_counter()
+            time.sleep(0.1)
+            stop.set()
+            poller.join()
+            assert status == 413 and "--max-" in answer["error"], answer
+            assert all(code == 200 for _, _, code in latencies)
+            during = [latency for begun, latency, _ in latencies if started <= begun <= finished]
+            assert len(during) >= 3, (finished - started, during)
+            attempts.append(max(during))
+            if attempts[-1] < 0.1:
+                break
+    assert min(attempts) < 0.1, attempts
 
 
 def test_slow_clients_cannot_hold_connections():

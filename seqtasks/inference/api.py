@@ -107,7 +107,9 @@ class SeqtasksModel:
         self.task = predictor.spec.name
         self.path = predictor.path
         self.input_name = predictor.input_name
+        self.spec = predictor.spec
         self.binary_input = predictor.spec.binary_input
+        self.mergeable_signatures = predictor.spec.mergeable_signatures
 
     def __repr__(self):
         return f"<seqtasks {self.task} model from {self.path}>"
@@ -129,7 +131,7 @@ class SeqtasksModel:
         With `attention`, each result also holds the subwords and the weights
         of the recipe's own decoding (a model without attention cannot).
         """
-        self._expect("translation", "translate")
+        self._expect("translate")
         single, items = _as_list(texts)
         results = []
         for outputs, count in self._batches(items, batch_size, settings):
@@ -140,10 +142,7 @@ class SeqtasksModel:
                     result.n_best = [(text.decode(), float(score)) for text, score in pairs]
                 results.append(result)
         if attention:
-            if self._runner is None:
-                maps = [(m["source_tokens"], m["target_tokens"], m["attention"]) for m in self.attention(items)]
-            else:
-                maps = self._runner.task.attention_maps(self._model, items)
+            maps = [(m["source_tokens"], m["target_tokens"], m["attention"]) for m in self.attention(items)]
             for result, (source_tokens, target_tokens, weights) in zip(results, maps):
                 result.source_tokens, result.target_tokens, result.attention = source_tokens, target_tokens, weights
         return results[0] if single else results
@@ -172,7 +171,7 @@ class SeqtasksModel:
         return results[0] if single else results
 
     def classify(self, texts, batch_size=64):
-        self._expect("sentiment", "classify")
+        self._expect("classify")
         return self._each(
             texts,
             batch_size,
@@ -180,7 +179,7 @@ class SeqtasksModel:
         )
 
     def tag(self, texts, batch_size=64):
-        self._expect("ner", "tag")
+        self._expect("tag")
         return self._each(
             texts,
             batch_size,
@@ -190,15 +189,15 @@ class SeqtasksModel:
         )
 
     def caption(self, image_paths, batch_size=16):
-        self._expect("captioning", "caption")
+        self._expect("caption")
         return self._each(
             [_item(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else _item(image_paths),
             batch_size,
             lambda out, i: Caption(out["caption"][i].decode(), float(out["score"][i])),
         )
 
-    def _expect(self, task, method):
-        if self.task != task:
+    def _expect(self, method):
+        if self.spec.client_method != method:
             raise SeqtasksError(f"{self.path}: a {self.task} model has no {method}(); use predict()")
 
     def _each(self, inputs, batch_size, convert):
@@ -252,10 +251,8 @@ class SeqtasksModel:
 
     def label_names(self):
         """A classifier's class names in the order of its `probabilities`; None for other tasks."""
-        if self.task != "sentiment":
-            return None
         if self._runner is not None:
-            return list(self._runner.task.names)
+            return self._runner.task.label_names()
         names = getattr(self._predictor.loaded, "label_names", None)
         return [name.decode() for name in names.numpy()] if names is not None else None
 

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 from seqtasks.errors import ModelFailure, SeqtasksError
 from seqtasks.utils.quiet import dropped_native_stderr
@@ -69,7 +70,7 @@ class Predictor:
         names = list(serve.structured_input_signature[1])
         if len(names) != 1 or names[0] not in ("text", "image"):
             raise SeqtasksError(f"{path}: expected one input named text or image; the model takes {names}")
-        spec = _task_of(names[0], set(serve.structured_outputs))
+        spec = _task_of(names[0], set(serve.structured_outputs), path)
         return cls(loaded, serve, names[0], spec, path, dict(loaded.signatures))
 
     def _tensor(self, items):
@@ -241,15 +242,31 @@ def failure_reason(message):
     return reason
 
 
-def _task_of(input_name, outputs):
-    """The task table's row of the task whose export takes `input_name` and returns `outputs`, or None."""
+def _task_of(input_name, outputs, path=None):
+    """The task table's row of the export's task: the one its recipe names (`assets.extra/recipe.yaml`) if
+    its input and outputs are that task's, else the first row whose are; None if none."""
+    from seqtasks.export.saved_model import AUDIT_FOLDER
     from seqtasks.recipe.task_table import TASKS
 
-    for spec in TASKS.values():
+    def fits(spec):
         declared = set(spec.serving_outputs)
-        if spec.serving_input == input_name and outputs in (declared, declared | set(spec.n_best_outputs())):
-            return spec
-    return None
+        return spec.serving_input == input_name and outputs in (declared, declared | set(spec.n_best_outputs()))
+
+    named = _recipe_task(Path(path) / AUDIT_FOLDER / "recipe.yaml") if path is not None else None
+    if named in TASKS and fits(TASKS[named]):
+        return TASKS[named]
+    return next((spec for spec in TASKS.values() if fits(spec)), None)
+
+
+def _recipe_task(file):
+    """The `task` a recipe file names, or None (no file, or not a mapping with one)."""
+    import yaml
+
+    try:
+        recipe = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return recipe.get("task") if isinstance(recipe, dict) else None
 
 
 

@@ -8,7 +8,6 @@ its final model or a checkpoint. The CLI, the tests and the benchmarks all
 go through here.
 """
 
-import dataclasses
 import os
 import stat
 import time
@@ -26,7 +25,7 @@ class Runner:
         log: where progress lines go.
     """
 
-    def __init__(self, recipe, run_dir, log=print):
+    def __init__(self, recipe, run_dir, log=print, task=None, splits=None):
         from seqtasks.lifecycle.backends import set_matmul_precision
         from seqtasks.tasks import make_task
 
@@ -34,28 +33,34 @@ class Runner:
         self.recipe = recipe
         self.run_dir = Path(run_dir)
         self.log = log
-        self.task = make_task(recipe)
+        self.task = task if task is not None else make_task(recipe)
+        self._splits = splits  # read (and checked) before the run folder was made
 
     @classmethod
     def start(cls, recipe, output_dir="runs", fresh=False, log=print):
         """The run folder to train `recipe` in: its newest unfinished one (unless `fresh`), else a new one.
 
-        The recipe's data files are checked first (`check_inputs`), so a
-        mistake there leaves no run folder behind. A new folder gets the
-        merged recipe as `recipe.yaml`. The folder is locked for this process
-        (`seqtasks.training.run_folders.lock_run`): a second process resuming the same
-        run is refused. The distribution strategy is made before any other
-        TensorFlow work, as multi-worker collectives require.
+        The task's inputs are checked first: the files and folders it reads
+        (`check_inputs`), then their contents, read whole by the task
+        (`Task.read_splits`), so a missing file or a malformed line leaves no
+        run folder behind. A new folder gets the merged recipe as
+        `recipe.yaml`. The folder is locked for this process
+        (`seqtasks.training.run_folders.lock_run`): a second process resuming
+        the same run is refused. The distribution strategy is made before any
+        other TensorFlow work, as multi-worker collectives require.
         """
         from seqtasks.lifecycle.backends import resolve_backend
-        from seqtasks.training.distribute import make_strategy
-        from seqtasks.utils.io_utils import make_run_dir, write_text_atomic
         from seqtasks.recipe import dump_recipe
+        from seqtasks.tasks import make_task
+        from seqtasks.training.distribute import make_strategy
         from seqtasks.training.run_folders import lock_run, unfinished_run
+        from seqtasks.utils.io_utils import make_run_dir, write_text_atomic
 
-        check_inputs(recipe)
+        check_inputs(make_task(recipe).input_paths())
         recipe = resolve_backend(recipe)
         make_strategy(recipe.distribute, recipe.backend)
+        task = make_task(recipe)
+        splits = task.read_splits()
         text = dump_recipe(recipe)
         run_dir = None if fresh else unfinished_run(output_dir, recipe.name, text)
         if run_dir is not None:
@@ -67,7 +72,7 @@ class Runner:
             write_text_atomic(run_dir / "recipe.yaml", text)
         log(f"Run folder: {run_dir}")
         log(f"Keras backend: {recipe.backend}")
-        return cls(recipe, run_dir, log)
+        return cls(recipe, run_dir, log, task, splits)
 
     @classmethod
     def open(cls, run_dir, overrides=(), log=print):
@@ -91,7 +96,7 @@ class Runner:
         started = time.time()
         keras.utils.set_random_seed(self.recipe.seed)
         task = self.task
-        train, validation = task.read_splits()
+        train, validation = self._splits if self._splits is not None else task.read_splits()
         task.prepare(train, validation, self.run_dir)
         train_data, validation_data = task.datasets(train, validation)
         model, history, train_seconds = train_model(
@@ -257,14 +262,14 @@ class Runner:
         return export_saved_model(server, module_signatures(server), directory, name, extras, force, self.log)
 
 
-def check_inputs(recipe):
-    """Raises `SeqtasksError` naming the first file or folder the recipe reads that is missing or unusable.
+def check_inputs(paths):
+    """Raises `SeqtasksError` naming the first of `paths` that is missing or unusable.
 
-    Data files must be readable regular files (not a folder, a device or a
-    pipe); `data.images` and the sentiment `folders` format name folders,
-    and the `lines` format one file per label, `<path>.<label>`.
+    `paths` are `(path, "file" or "folder")` pairs (`Task.input_paths`):
+    files must be readable regular files (not a folder, a device or a pipe),
+    folders readable folders.
     """
-    for path, expected in _inputs(recipe):
+    for path, expected in paths:
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
@@ -279,27 +284,6 @@ def check_inputs(recipe):
             raise SeqtasksError(f"{path}: not a regular file")
         if not os.access(path, os.R_OK | (os.X_OK if expected == "folder" else 0)):
             raise SeqtasksError(f"{path}: cannot read: permission denied")
-
-
-def _inputs(recipe):
-    """`(path, "file" or "folder")` for what the recipe's task reads."""
-    data = recipe.data
-    if dataclasses.is_dataclass(data):
-        layout = getattr(data, "format", None)
-        for field in dataclasses.fields(data):
-            value = getattr(data, field.name)
-            # feature_cache is written, not read.
-            if not field.metadata.get("path") or not value or field.name == "feature_cache":
-                continue
-            if field.name == "images" or layout == "folders":
-                yield value, "folder"
-            elif layout == "lines":
-                yield from ((f"{value}.{label}", "file") for label in data.labels)
-            else:
-                yield value, "file"
-    backbone = getattr(recipe.model, "backbone", None)
-    if backbone is not None and backbone.type == "file" and backbone.path:
-        yield backbone.path, "file"
 
 
 def check_serving_signature(serve, spec, n_best=1):

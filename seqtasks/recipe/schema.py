@@ -24,6 +24,12 @@ MAX_VOCAB = 1_000_000
 MAX_BATCH = 1_048_576
 MAX_EPOCHS = 100_000
 MAX_COLUMN = 1_000
+# Decoding bounds, the same for a recipe's `model.decoding` and an export's `with_settings` inputs: a
+# search holds batch x beam x length hypotheses, and beams much wider than 10 seldom help translation
+# (Koehn and Knowles 2017) while costing as much again.
+MAX_BEAM_WIDTH = 16
+MAX_DECODE_LENGTH = 256
+MAX_LENGTH_PENALTY = 10.0
 
 
 def spec(default, doc, **bounds):
@@ -130,17 +136,20 @@ class DecoderConfig:
 
 @dataclass
 class DecodingConfig:
-    beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1, max=1024)
+    beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1, max=MAX_BEAM_WIDTH)
     length_penalty: float = spec(
-        0.0, "GNMT length penalty exponent alpha (0: none); the length leaves out the end token, as in GNMT.", min=0.0
+        0.0,
+        "GNMT length penalty exponent alpha (0: none); the length leaves out the end token, as in GNMT.",
+        min=0.0,
+        max=MAX_LENGTH_PENALTY,
     )
-    max_length: int = spec(50, "Most tokens a decoded output may have.", min=1, max=MAX_LENGTH)
+    max_length: int = spec(50, "Most tokens a decoded output may have.", min=1, max=MAX_DECODE_LENGTH)
     n_best: int = spec(
         1,
         "Hypotheses the export returns per input, best first, beside the best one (beam search keeps at most "
         "beam_width); `seqtasks predict --n-best K` shows them.",
         min=1,
-        max=1024,
+        max=MAX_BEAM_WIDTH,
     )
 
     def check(self):
@@ -557,7 +566,7 @@ class CaptioningDataConfig:
     validation_split: str = spec(
         "", "'flickr': the list of validation image names (Flickr_8k.devImages.txt).", path=True
     )
-    images: str = spec("", "Folder holding the image files the captions name.", path=True)
+    images: str = spec("", "Folder holding the image files the captions name.", path="folder")
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
     max_train_images: int = spec(0, "Use only the first this many training images (0: all).", min=0, max=MAX_EXAMPLES)
     max_validation_images: int = spec(
@@ -575,7 +584,7 @@ class CaptioningDataConfig:
         "",
         "Folder for the backbone's cached feature grids (empty: feature_cache/ in the output "
         "folder, beside the recipes' run folders).",
-        path=True,
+        path="written",
     )
 
     def check(self):

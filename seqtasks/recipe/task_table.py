@@ -39,6 +39,13 @@ class TaskSpec:
             than text: a server takes it only base64-encoded, never as a path.
         serving_outputs: the export's output names; `seqtasks predict` prints
             the first one per input.
+        mergeable_signatures: the signatures whose concurrent requests
+            `seqtasks serve` may merge into one model call: those whose
+            outputs have one row per example and no axis sized by the batch's
+            longest input (NER pads its tokens to it, so it has none).
+        client_method: the `seqtasks.load` model's method that answers for
+            the task (`translate`, `classify`, `tag`, `caption`); None where
+            `predict` is the way.
     """
 
     name: str
@@ -51,6 +58,8 @@ class TaskSpec:
     serving_input: str = "text"
     binary_input: bool = False
     serving_outputs: tuple = ()
+    mergeable_signatures: tuple = ()
+    client_method: str = None
 
     def n_best_outputs(self):
         """The outputs an export with `model.decoding.n_best` > 1 adds: its first output's plural, and `scores`."""
@@ -69,6 +78,7 @@ TASKS = {
             monitors=("val_loss", "val_token_accuracy"),
             reads_data_files=False,
             serving_outputs=("output", "score"),
+            mergeable_signatures=("serving_default", "with_settings"),
         ),
         TaskSpec(
             name="translation",
@@ -78,6 +88,8 @@ TASKS = {
             implementation="seqtasks.tasks.translation:TranslationTask",
             monitors=("val_loss", "val_token_accuracy"),
             serving_outputs=("translation", "score"),
+            mergeable_signatures=("serving_default", "with_settings"),
+            client_method="translate",
         ),
         TaskSpec(
             name="sentiment",
@@ -87,6 +99,8 @@ TASKS = {
             implementation="seqtasks.tasks.sentiment:SentimentTask",
             monitors=("val_loss", "val_accuracy"),
             serving_outputs=("label", "probabilities"),
+            mergeable_signatures=("serving_default",),
+            client_method="classify",
         ),
         TaskSpec(
             name="ner",
@@ -95,6 +109,7 @@ TASKS = {
             model_config=TaggerModelConfig,
             implementation="seqtasks.tasks.ner:NerTask",
             serving_outputs=("tags", "tokens"),
+            client_method="tag",
         ),
         TaskSpec(
             name="captioning",
@@ -106,6 +121,8 @@ TASKS = {
             serving_input="image",
             binary_input=True,
             serving_outputs=("caption", "score"),
+            mergeable_signatures=("serving_default", "with_settings"),
+            client_method="caption",
         ),
     ]
 }

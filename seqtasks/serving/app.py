@@ -34,9 +34,6 @@ from seqtasks.serving.requests import BadRequest, shown, to_json
 _MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?(?P<rest>/metadata|:[A-Za-z]+)?$"
 )
-# Signatures whose outputs have no axis sized by the batch's longest input (`seqtasks.serving.batching`).
-_MERGEABLE = {"translation": ("serving_default", "with_settings"), "toy": ("serving_default", "with_settings"),
-              "sentiment": ("serving_default",), "captioning": ("serving_default", "with_settings")}
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 # The methods the model routes answer themselves (405 with the right `Allow` for the wrong one).
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -93,7 +90,7 @@ def make_app(served, limits, capacity=Capacity(), allowed_hosts=(), log=print, l
         model.batcher = Batcher(
             model.model.run_signature,
             model.model.input_name,
-            _MERGEABLE.get(model.model.task, ()),
+            model.model.mergeable_signatures,
             capacity.max_batch_size,
             capacity.batch_timeout_ms / 1000.0,
             capacity.max_queued,

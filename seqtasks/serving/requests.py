@@ -127,31 +127,29 @@ def _rows_to_columns(instances, specs, limits):
         return {names[0]: list(instances)}
     columns = {key: [] for key in names}
     for index, row in enumerate(instances):
-        if not isinstance(row, dict):
-            raise BadRequest(f"instances[{index}]: expected an object with {names}")
-        missing = sorted(set(names) - set(row))
-        if missing:
-            raise BadRequest(f"instances[{index}]: missing field {missing[0]!r}")
-        extra = sorted(set(row) - set(names))
-        if extra:
-            raise BadRequest(f"instances[{index}]: unknown field {shown(extra[0])}; expected {names}")
+        _check_fields(f"instances[{index}]", row, names)
         for key in names:
             columns[key].append(row[key])
     return columns
+
+
+def _check_fields(where, value, names):
+    """Raises `BadRequest` unless `value` is an object of exactly the fields `names`."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"{where}: expected an object with {names}")
+    missing = sorted(set(names) - set(value))
+    if missing:
+        raise BadRequest(f"{where}: missing field {missing[0]!r}")
+    extra = sorted(set(value) - set(names))
+    if extra:
+        raise BadRequest(f"{where}: unknown field {shown(extra[0])}; expected {names}")
 
 
 def _columns(inputs, specs, limits):
     names = sorted(specs)
     if len(names) == 1 and isinstance(inputs, list):
         inputs = {names[0]: inputs}
-    if not isinstance(inputs, dict):
-        raise BadRequest(f"inputs: expected an object with {names}")
-    missing = sorted(set(names) - set(inputs))
-    if missing:
-        raise BadRequest(f"inputs: missing field {missing[0]!r}")
-    extra = sorted(set(inputs) - set(names))
-    if extra:
-        raise BadRequest(f"inputs: unknown field {shown(extra[0])}; expected {names}")
+    _check_fields("inputs", inputs, names)
     columns = {}
     for key in names:
         value = inputs[key]

@@ -55,7 +55,26 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def read_splits(self):
-        """`(train, validation)`: the recipe's examples, in the task's own form."""
+        """`(train, validation)`: the recipe's examples, in the task's own form.
+
+        The runner reads them before it makes a run folder, so a malformed
+        file fails with its reader's `SeqtasksError` (file and line) first.
+        """
+
+    def input_paths(self):
+        """`(path, "file" or "folder")` of everything the recipe makes the task read, checked before a run starts.
+
+        By default the path fields of the recipe's `data` section: files, or
+        folders where the schema says `path="folder"`; fields the task
+        writes (`path="written"`) are left out.
+        """
+        import dataclasses
+
+        data = self.recipe.data
+        for field in dataclasses.fields(data):
+            kind, value = field.metadata.get("path"), getattr(data, field.name)
+            if kind and value and kind != "written":
+                yield value, "folder" if kind == "folder" else "file"
 
     def read_file(self, path):
         """The examples of a data file in the recipe's format, for `seqtasks eval`, after `restore`."""
@@ -125,6 +144,10 @@ class Task(abc.ABC):
             f"Only the {keep} {text_character_limit(data.max_length):,} characters of a text are read.",
             f"A text is cut to its first {data.max_length} tokens (`data.max_length`).",
         ]
+
+    def label_names(self):
+        """A classifier's class names in the order of its probabilities; None for a task that has none."""
+        return None
 
     @abc.abstractmethod
     def serving_module(self, model):

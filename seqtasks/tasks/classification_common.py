@@ -95,7 +95,7 @@ def make_classifier_server(model, tokenizer, encode, names, max_length, keep="fi
     import tensorflow as tf
 
     from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
-    from seqtasks.tasks.seq2seq_common import token_strings
+    from seqtasks.tasks.encoder_decoder_server import token_strings
     from seqtasks.tasks.serving_limits import cut_text
 
     members = getattr(model, "member_models", [model])

@@ -5,16 +5,20 @@ An export's `serving_default` decodes with the recipe's `model.decoding`; its
 change without exporting again. Each is a `[None]` tensor, as TensorFlow
 Serving's row format (`instances`) gives every input a batch axis: the first
 value is used and every other must equal it (a columnar request may send
-one). Beam search with width 1 is greedy search, so every setting runs
-through the one beam-search graph.
+one). The bounds are the recipe's (`seqtasks.recipe.schema`), so a request
+may ask for anything a recipe may.
 """
 
-# The bounds keep one request's decoding memory (batch x beam x length) bounded.
-MAX_BEAM_WIDTH = 16
-MAX_DECODE_LENGTH = 256
+from seqtasks.recipe.schema import MAX_BEAM_WIDTH, MAX_DECODE_LENGTH, MAX_LENGTH_PENALTY
+
 SETTINGS = ("beam_width", "n_best", "max_length", "length_penalty")
 SETTINGS_SIGNATURE = "with_settings"
 ATTENTION_SIGNATURE = "attention"
+
+__all__ = [
+    "ATTENTION_SIGNATURE", "MAX_BEAM_WIDTH", "MAX_DECODE_LENGTH", "MAX_LENGTH_PENALTY", "SETTINGS",
+    "SETTINGS_SIGNATURE", "read_settings", "settings_specs",
+]
 
 
 def settings_specs():
@@ -50,7 +54,8 @@ def read_settings(beam_width, n_best, max_length, length_penalty):
             (width >= 1, width <= MAX_BEAM_WIDTH, "beam_width: expected 1..{}; got {}", (MAX_BEAM_WIDTH, width)),
             (best >= 1, best <= width, "n_best: expected 1..beam_width ({}); got {}", (width, best)),
             (length >= 1, length <= MAX_DECODE_LENGTH, "max_length: expected 1..{}; got {}", (MAX_DECODE_LENGTH, length)),
-            (penalty >= 0.0, penalty <= 10.0, "length_penalty: expected 0..10; got {}", (penalty,)),
+            (penalty >= 0.0, penalty <= MAX_LENGTH_PENALTY, "length_penalty: expected 0..{}; got {}",
+             (MAX_LENGTH_PENALTY, penalty)),
         ]
     asserts = [
         tf.debugging.Assert(tf.logical_and(low, high), [tf.strings.format(template, args)])
@@ -58,30 +63,3 @@ def read_settings(beam_width, n_best, max_length, length_penalty):
     ]
     with tf.control_dependencies(asserts):
         return tuple(tf.identity(value) for value in (width, best, length, penalty))
-
-
-def make_settings_decode(model):
-    """`decode(inputs, beam_width, n_best, max_length, length_penalty) -> (ids, lengths, scores)`, n-best axis kept.
-
-    `ids` `(batch, n_best, time)`, `lengths` and `scores` `(batch, n_best)`,
-    best first; the settings are scalar tensors (`read_settings`).
-    """
-    from keras import ops
-
-    from seqtasks.decoding import beam_search, tile_beams
-    from seqtasks.text.special_ids import END_ID, START_ID
-
-    def decode(inputs, beam_width, n_best, max_length, length_penalty):
-        cache, state = model.encode(inputs)
-        start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
-        cache, state = tile_beams((cache, state), beam_width)
-
-        def step(ids, state):
-            logits, state, _ = model.decode_step(ids, state, cache)
-            return logits, state
-
-        return beam_search(
-            step, state, start, END_ID, max_length, beam_width, alpha=length_penalty, n_best=n_best
-        )[:3]
-
-    return decode

@@ -97,6 +97,16 @@ class SentimentTask(Task):
             return train, read_labelled_texts(config, config.validation_path)
         return split_examples(train, config.validation_size, self.recipe.seed)
 
+    def input_paths(self):
+        data = self.recipe.data
+        for path, _ in super().input_paths():
+            if data.format == "folders":
+                yield path, "folder"
+            elif data.format == "lines":  # one file per label: <path>.<label>
+                yield from ((f"{path}.{label}", "file") for label in data.labels)
+            else:
+                yield path, "file"
+
     def read_file(self, path):
         from seqtasks.data.labelled_text import read_labelled_texts
         from seqtasks.errors import SeqtasksError
@@ -198,6 +208,9 @@ class SentimentTask(Task):
             "predict_texts_per_second": round(len(texts) / predict_seconds, 1),
         }
         return Evaluation(metrics, report)
+
+    def label_names(self):
+        return list(self.names)
 
     def reading_limits(self):
         data = self.recipe.data

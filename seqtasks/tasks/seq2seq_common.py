@@ -19,41 +19,66 @@ def compile_model(model, training):
     )
 
 
-def make_decode(model, decoding, n_best=None):
-    """`decode(inputs) -> (ids, lengths, scores)` with the recipe's search settings.
-
-    With `n_best` (beam search), the `n_best` best hypotheses: `ids`
-    `(batch, n_best, time)`, `lengths` and `scores` `(batch, n_best)`.
+def search(model, inputs, beam_width, max_length, length_penalty=0.0, n_best=None):
+    """The one search of every encoder-decoder evaluation and export: encode, tile the beams, step, search.
 
     `model` gives `encode(inputs) -> (cache, state)` and
-    `decode_step(ids, state, cache) -> (logits, state, weights)`.
+    `decode_step(ids, state, cache) -> (logits, state, weights)`. The
+    settings are Python numbers (a recipe's `model.decoding`) or scalar
+    tensors (a request's, `seqtasks.tasks.decoding_settings`). A beam width
+    of 1 is greedy search: a Python 1 runs `greedy_search`, a tensor runs
+    `beam_search`, which at width 1 returns the same ids, lengths and scores.
+    Scores are log-probabilities divided by the GNMT length penalty of the
+    length without the end token, for both searches.
+
+    Returns `(ids, lengths, scores)`: the best hypothesis, `ids`
+    `(batch, time)`; with `n_best` (an int or a scalar tensor) the `n_best`
+    best, best first, `ids` `(batch, n_best, time)`, `lengths` and
+    `scores` `(batch, n_best)`.
     """
     from keras import ops
 
     from seqtasks.decoding import beam_search, greedy_search, tile_beams
 
-    def decode(inputs):
-        cache, state = model.encode(inputs)
-        start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
-        if decoding.beam_width > 1:
-            cache, state = tile_beams((cache, state), decoding.beam_width)
+    cache, state = model.encode(inputs)
+    start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
+    greedy = isinstance(beam_width, int) and beam_width == 1
+    if not greedy:
+        cache, state = tile_beams((cache, state), beam_width)
 
-        def step(ids, state):
-            logits, state, _ = model.decode_step(ids, state, cache)
-            return logits, state
+    def step(ids, state):
+        logits, state, _ = model.decode_step(ids, state, cache)
+        return logits, state
 
-        if decoding.beam_width == 1:
-            return greedy_search(step, state, start, END_ID, decoding.max_length)[:3]
+    if not greedy:
         return beam_search(
-            step,
-            state,
-            start,
-            END_ID,
-            decoding.max_length,
-            decoding.beam_width,
-            alpha=decoding.length_penalty,
-            n_best=n_best,
+            step, state, start, END_ID, max_length, beam_width, alpha=length_penalty, n_best=n_best
         )[:3]
+    ids, lengths, scores = greedy_search(step, state, start, END_ID, max_length)[:3]
+    scores = _length_normalised(ids, lengths, scores, length_penalty)
+    if n_best is None:
+        return ids, lengths, scores
+    return ops.expand_dims(ids, 1), ops.expand_dims(lengths, 1), ops.expand_dims(scores, 1)
+
+
+def _length_normalised(ids, lengths, scores, alpha):
+    """Greedy scores as beam search scores them: divided by the length penalty of the length without `END_ID`."""
+    from keras import ops
+
+    from seqtasks.decoding import length_penalty
+
+    if isinstance(alpha, (int, float)) and alpha == 0:
+        return scores
+    last = ops.take_along_axis(ids, ops.expand_dims(ops.maximum(lengths - 1, 0), 1), axis=1)[:, 0]
+    counted = lengths - ops.cast(ops.equal(last, END_ID), "int32")
+    return scores / length_penalty(counted, alpha)
+
+
+def make_decode(model, decoding, n_best=None):
+    """`decode(inputs) -> (ids, lengths, scores)`: `search` with the recipe's `model.decoding` settings."""
+
+    def decode(inputs):
+        return search(model, inputs, decoding.beam_width, decoding.max_length, decoding.length_penalty, n_best)
 
     return decode
 
@@ -103,153 +128,6 @@ def decode_id_rows(decode_fn, model, rows, batch_size, timings=None):
         lengths=[len(row) for row in rows],
         timings=timings,
     )
-
-
-def make_server(model, decode_fn, source_tokenizer, target_tokenizer, max_input_length, output_name, n_best=1):
-    """A `tf.Module` whose `serve` maps `text` `[None]` to `output_name` and `score`.
-
-    Texts are cut to `text_character_limit(max_input_length)` characters,
-    then to `max_input_length` tokens. A text with no tokens (empty, blank) gets an
-    empty output and a score of 0.0, the log-probability of a certain output.
-    With `n_best` > 1 (`decode_fn` from `make_decode(..., n_best=n_best)`),
-    `serve` also returns the `n_best` best, best first: `output_name + "s"`
-    and `"scores"`, `[None, n_best]`.
-
-    `serving_signatures()` names every signature an export holds: `serve`
-    as `serving_default`; `with_settings`, which also takes the decoding
-    settings (`seqtasks.tasks.decoding_settings`) and always returns the
-    n-best outputs; and, for a model with attention, `attention`: the
-    default decoding's output with `source_tokens` `[None, S]`,
-    `target_tokens` `[None, T]` (the end token included; both padded with
-    "") and `attention` `[None, T, S]` (0 on padding).
-    """
-    import tensorflow as tf
-
-    from seqtasks.tasks.decoding_settings import (
-        ATTENTION_SIGNATURE,
-        SETTINGS_SIGNATURE,
-        make_settings_decode,
-        read_settings,
-        settings_specs,
-    )
-    from seqtasks.tasks.serving_limits import cut_text
-
-    settings_decode = make_settings_decode(model)
-    text_spec = tf.TensorSpec([None], tf.string, name="text")
-
-    class Seq2SeqServer(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.source_tokenizer = source_tokenizer
-            self.target_tokenizer = target_tokenizer
-            # Only then: saving traces every tf.function a module holds.
-            if getattr(model.decoder_layer, "attention", "none") != "none":
-                self.attention = tf.function(self._attention, input_signature=[text_spec])
-
-        def _source(self, text):
-            tokens = self.source_tokenizer.tokenize(cut_text(text, max_input_length))[:, :max_input_length]
-            # At least one column keeps the encoder's time axis non-empty.
-            source = tokens.to_tensor(default_value=PAD_ID)
-            source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(source)[1])]])
-            # The decoder would write something even for no input.
-            return source, tf.equal(tokens.row_lengths(), 0)
-
-        @tf.function(input_signature=[text_spec])
-        def serve(self, text):
-            source, empty = self._source(text)
-            ids, _, scores = decode_fn(source)
-            return serving_outputs(self.target_tokenizer, ids, scores, output_name, n_best, blank=empty)
-
-        @tf.function(input_signature=[text_spec, *settings_specs()])
-        def serve_with_settings(self, text, beam_width, n_best, max_length, length_penalty):
-            settings = read_settings(beam_width, n_best, max_length, length_penalty)
-            source, empty = self._source(text)
-            ids, _, scores = settings_decode(source, *settings)
-            return serving_outputs(self.target_tokenizer, ids, scores, output_name, "any", blank=empty)
-
-        def _attention(self, text):
-            source, empty = self._source(text)
-            ids, scores, weights, target_mask = decoded_attention(self.model, decode_fn, n_best, source, empty)
-            source_mask = tf.not_equal(source, PAD_ID)
-            weights = tf.where(target_mask[:, :, None] & source_mask[:, None, :], weights, 0.0)
-            outputs = serving_outputs(self.target_tokenizer, ids, scores, output_name, 1, blank=empty)
-            outputs.update(
-                source_tokens=token_strings(self.source_tokenizer, source, source_mask),
-                target_tokens=token_strings(self.target_tokenizer, ids, target_mask),
-                attention=weights,
-            )
-            return outputs
-
-        def serving_signatures(self):
-            signatures = {"serving_default": self.serve, SETTINGS_SIGNATURE: self.serve_with_settings}
-            if hasattr(self, "attention"):
-                signatures[ATTENTION_SIGNATURE] = self.attention
-            return signatures
-
-    return Seq2SeqServer()
-
-
-def decoded_attention(model, decode_fn, n_best, inputs, empty=None):
-    """The best output of `decode_fn` for `inputs` and the attention the decoder gave while writing it.
-
-    Feeding the output back through `model.attention` gives the weights of
-    its own decoding. Returns `(ids, scores, weights, mask)`: `ids` `[batch,
-    T]` cut to the longest output, `weights` float32 `[batch, T, source]`,
-    `mask` `[batch, T]` true up to each output's end token; rows where
-    `empty` is true have no output.
-    """
-    import tensorflow as tf
-
-    ids, lengths, scores = make_decode_best(decode_fn, n_best)(inputs)
-    if empty is not None:
-        lengths = tf.where(empty, 0, lengths)
-    ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
-    start = tf.fill([tf.shape(ids)[0], 1], START_ID)
-    weights = tf.cast(model.attention(inputs, tf.concat([start, ids[:, :-1]], 1)), tf.float32)
-    return ids, scores, weights, tf.sequence_mask(lengths, tf.shape(ids)[1])
-
-
-def make_decode_best(decode_fn, n_best):
-    """`decode_fn` (of `make_decode`, with `n_best` kept) cut to its best hypothesis: `(ids, lengths, scores)`."""
-    if n_best == 1:
-        return decode_fn
-
-    def best(inputs):
-        ids, lengths, scores = decode_fn(inputs)
-        return ids[:, 0], lengths[:, 0], scores[:, 0]
-
-    return best
-
-
-def token_strings(tokenizer, ids, mask):
-    """The vocabulary entries of `ids` `[batch, time]`, "" where `mask` is false."""
-    import tensorflow as tf
-
-    strings = tf.gather(tf.constant(tokenizer.vocab), tf.cast(ids, tf.int32))
-    return tf.where(mask, strings, "")
-
-
-def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
-    """An export's outputs from decoded `ids`: `output_name` and `score`, and with `n_best` > 1
-    also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first. `n_best="any"`: `ids`
-    has an n-best axis of any size (`with_settings`).
-
-    Rows where `blank` is true get empty texts and a score of 0.0.
-    """
-    import tensorflow as tf
-
-    if n_best == 1:
-        texts = tokenizer.detokenize(ids)
-    else:
-        texts = tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
-        texts = tf.reshape(texts, [-1, tf.shape(ids)[1]])
-    if blank is not None:
-        rows = blank if n_best == 1 else blank[:, None]
-        texts, scores = tf.where(rows, "", texts), tf.where(rows, tf.zeros_like(scores), scores)
-    if n_best == 1:
-        return {output_name: texts, "score": scores}
-    return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}
 
 
 def pad_rows(rows, width=None):

@@ -112,8 +112,7 @@ class ToyTask(Task):
         return Evaluation({"validation": sequence_scores(predictions, target_out), "by_length": by_length}, report)
 
     def serving_module(self, model):
-        from seqtasks.tasks.seq2seq_common import make_decode, make_server
+        from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
 
-        n_best = self.recipe.model.decoding.n_best
-        decode = make_decode(model, self.recipe.model.decoding, n_best if n_best > 1 else None)
-        return make_server(model, decode, self.tokenizer, self.tokenizer, self.recipe.data.max_length, "output", n_best)
+        reader = text_reader(self.tokenizer, self.recipe.data.max_length)
+        return make_server(model, reader, self.tokenizer, "output", self.recipe.model.decoding)

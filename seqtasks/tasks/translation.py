@@ -258,30 +258,6 @@ class TranslationTask(Task):
             source_tokens, target_tokens, weights = self._attention_map(model, source_rows[index], output_ids[index])
             save_attention_heatmap(weights, source_tokens, target_tokens, folder / f"attention_{index}.png")
 
-    def attention_maps(self, model, texts):
-        """For each text: its source subwords, the target subwords decoded (the end token included) and the
-        attention weights `(target, source)` the decoder used while writing them, with the recipe's decoding.
-        """
-        import tensorflow as tf
-
-        from seqtasks.errors import SeqtasksError
-        from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode, pad_rows
-
-        if self.recipe.model.attention.type == "none":
-            raise SeqtasksError("this model has no attention (model.attention.type: none): there are no weights to return")
-        config, decoding = self.recipe.data, self.recipe.model.decoding
-        source_rows = [
-            row[: config.max_length] for row in self.source_tokenizer.tokenize(tf.constant(texts)).to_list()
-        ]
-        filled = [index for index, row in enumerate(source_rows) if row]
-        decoded = []
-        if filled:
-            rows = [source_rows[index] for index in filled]
-            decode = make_decode(model, decoding)
-            decoded = pad_rows(decode_id_rows(decode, model, rows, self.recipe.evaluation.batch_size), decoding.max_length)
-        output_ids = dict(zip(filled, decoded))
-        return [self._attention_map(model, row, output_ids.get(index, [])) for index, row in enumerate(source_rows)]
-
     def _attention_map(self, model, source_row, output_ids):
         from seqtasks.tasks.seq2seq_common import decoded_prefix
 
@@ -294,11 +270,7 @@ class TranslationTask(Task):
         return [source_vocab[i] for i in source_row], [target_vocab[i] for i in output], weights
 
     def serving_module(self, model):
-        from seqtasks.tasks.seq2seq_common import make_decode, make_server
+        from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
 
-        n_best = self.recipe.model.decoding.n_best
-        decode = make_decode(model, self.recipe.model.decoding, n_best if n_best > 1 else None)
-        return make_server(
-            model, decode, self.source_tokenizer, self.target_tokenizer, self.recipe.data.max_length, "translation",
-            n_best,
-        )
+        reader = text_reader(self.source_tokenizer, self.recipe.data.max_length)
+        return make_server(model, reader, self.target_tokenizer, "translation", self.recipe.model.decoding)

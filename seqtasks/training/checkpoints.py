@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -102,15 +103,30 @@ def restore(model, directory, log=print):
     )
 
 
-def weights_file_bytes(model):
-    """The `.weights.h5` file `model.save_weights` writes (weights and optimizer variables), made in memory."""
-    from keras.src.saving import saving_lib
+def weights_file_bytes(model, scratch=None):
+    """The `.weights.h5` file `model.save_weights` writes (weights and optimizer variables), as bytes.
 
-    buffer = io.BytesIO()
-    store = saving_lib.H5IOStore(buffer, mode="w")
-    saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set())
-    store.close()
-    return buffer.getvalue()
+    Keras (3.12 to 3.15) writes it in memory through its saving library's
+    state writer, so a full disk never reaches HDF5. That writer is not
+    public API: where a Keras release lacks it or changed its arguments, the
+    file is written by the public `model.save_weights` into a temporary
+    folder under `scratch` (the checkpoint folder, whose free space the
+    caller has checked) and read back.
+    """
+    try:
+        from keras.src.saving import saving_lib
+
+        buffer = io.BytesIO()
+        store = saving_lib.H5IOStore(buffer, mode="w")
+        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set())
+        store.close()
+        return buffer.getvalue()
+    except (ImportError, AttributeError, TypeError):
+        with tempfile.TemporaryDirectory(dir=scratch, prefix=".weights-") as folder:
+            path = os.path.join(folder, "model.weights.h5")
+            model.save_weights(path)
+            with open(path, "rb") as handle:
+                return handle.read()
 
 
 def _newest_first(state):
@@ -290,7 +306,7 @@ class TrainingCheckpoints(keras.callbacks.Callback):
         path = self.directory / name
         temporary = self.directory / f".{name}"
         self._check_space(path)
-        data = weights_file_bytes(self.model)
+        data = weights_file_bytes(self.model, self.directory)
         try:
             with open(temporary, "wb") as handle:
                 handle.write(data)

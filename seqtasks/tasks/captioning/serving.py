@@ -87,39 +87,27 @@ def checked_decode(index, data, image_size):
     return tf.image.resize(image, (image_size, image_size))
 
 
-def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
-    """A `tf.Module` whose `serve` maps encoded images `image` `[None]` to `caption` and `score`.
+def image_reader(backbone, image_size):
+    """A reader of encoded images `image` `[None]` for `encoder_decoder_server.make_server`.
 
-    With `n_best` > 1 (`decode_fn` from `make_decode(..., n_best=n_best)`), also
-    the `n_best` best, best first: `captions` and `scores`, `[None, n_best]`.
-    `serving_signatures()` adds, as for translation (`seq2seq_common.make_server`),
-    `with_settings` and `attention`: the caption's `tokens` `[None, T]` (the end
-    token included, padded with ""), `attention` `[None, T, L]` over the
-    image's feature grid and `grid` `[None, 2]`, its height and width (the
-    images are resized to squares, so the grid is square: L = h * w).
+    Each image is checked and decoded (`checked_decode`), resized to
+    `image_size`, and run through the frozen `backbone` inside the graph (or
+    given as pixels to a captioner that trains its own CNN). Its attention
+    outputs are the caption's `tokens` `[None, T]` (the end token included,
+    padded with ""), `attention` `[None, T, L]` over the image's feature grid
+    and `grid` `[None, 2]`, its height and width (the images are resized to
+    squares, so the grid is square: L = h * w).
     """
     import tensorflow as tf
 
-    from seqtasks.tasks.decoding_settings import (
-        ATTENTION_SIGNATURE,
-        SETTINGS_SIGNATURE,
-        make_settings_decode,
-        read_settings,
-        settings_specs,
-    )
-    from seqtasks.tasks.seq2seq_common import decoded_attention, serving_outputs, token_strings
+    class ImageReader(tf.Module):
+        spec = tf.TensorSpec([None], tf.string, name="image")
 
-    settings_decode = make_settings_decode(model)
-    image_spec = tf.TensorSpec([None], tf.string, name="image")
-
-    class CaptionServer(tf.Module):
         def __init__(self):
             super().__init__()
-            self.model = model
-            self.tokenizer = tokenizer
             self.backbone = backbone.model if backbone is not None else None
 
-        def _inputs(self, image):
+        def read(self, image):
             count = tf.shape(image)[0]
             pixels = tf.map_fn(
                 lambda item: checked_decode(item[0], item[1], image_size),
@@ -129,42 +117,14 @@ def make_server(model, decode_fn, tokenizer, backbone, image_size, n_best=1):
             # An empty batch runs as one blank image (convolutions reject batches of 0), then is cut off.
             pixels = tf.concat([pixels, tf.zeros([tf.maximum(0, 1 - count), image_size, image_size, 3])], 0)
             if backbone is None:
-                return tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8), count
+                return tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8), count, None
             # Rounded through float16 like the cached features training read.
-            return tf.cast(backbone(pixels), tf.float16), count
+            return tf.cast(backbone(pixels), tf.float16), count, None
 
-        @tf.function(input_signature=[image_spec])
-        def serve(self, image):
-            inputs, count = self._inputs(image)
-            ids, _, scores = decode_fn(inputs)
-            return serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", n_best)
-
-        @tf.function(input_signature=[image_spec, *settings_specs()])
-        def serve_with_settings(self, image, beam_width, n_best, max_length, length_penalty):
-            settings = read_settings(beam_width, n_best, max_length, length_penalty)
-            inputs, count = self._inputs(image)
-            ids, _, scores = settings_decode(inputs, *settings)
-            return serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", "any")
-
-        @tf.function(input_signature=[image_spec])
-        def attention(self, image):
-            inputs, count = self._inputs(image)
-            ids, scores, weights, mask = decoded_attention(self.model, decode_fn, n_best, inputs)
+        def attention_outputs(self, inputs, tokens, weights, mask):
             cells = tf.shape(weights)[2]
             side = tf.cast(tf.round(tf.sqrt(tf.cast(cells, tf.float32))), tf.int32)
-            outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], "caption", 1)
-            outputs.update(
-                tokens=token_strings(self.tokenizer, ids, mask)[:count],
-                attention=tf.where(mask[:, :, None], weights, 0.0)[:count],
-                grid=tf.tile([[side, cells // side]], [count, 1]),
-            )
-            return outputs
+            rows = tf.shape(weights)[0]
+            return {"tokens": tokens, "attention": weights, "grid": tf.tile([[side, cells // side]], [rows, 1])}
 
-        def serving_signatures(self):
-            return {
-                "serving_default": self.serve,
-                SETTINGS_SIGNATURE: self.serve_with_settings,
-                ATTENTION_SIGNATURE: self.attention,
-            }
-
-    return CaptionServer()
+    return ImageReader()

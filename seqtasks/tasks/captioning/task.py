@@ -15,6 +15,12 @@ class CaptioningTask(Task):
     def read_splits(self):
         return data.load_splits(self.recipe.data)
 
+    def input_paths(self):
+        yield from super().input_paths()
+        backbone = self.recipe.model.backbone
+        if backbone.type == "file" and backbone.path:
+            yield backbone.path, "file"
+
     def read_file(self, path):
         return data.read_captions_file(self.recipe.data, path)
 
@@ -156,10 +162,9 @@ class CaptioningTask(Task):
         ]
 
     def serving_module(self, model):
-        from seqtasks.tasks.captioning.serving import make_server
-        from seqtasks.tasks.seq2seq_common import make_decode
+        from seqtasks.tasks.captioning.serving import image_reader
+        from seqtasks.tasks.encoder_decoder_server import make_server
 
-        n_best = self.recipe.model.decoding.n_best
-        decode = make_decode(model, self.recipe.model.decoding, n_best if n_best > 1 else None)
         image_size = served_image_size(self.recipe.model.backbone, self.backbone)
-        return make_server(model, decode, self.tokenizer, self.backbone, image_size, n_best)
+        reader = image_reader(self.backbone, image_size)
+        return make_server(model, reader, self.tokenizer, "caption", self.recipe.model.decoding)

@@ -1,0 +1,179 @@
+"""The export of every encoder-decoder task (translation, toy, captioning): one module, its input read by a reader.
+
+`make_server` builds the `tf.Module` a task exports; what differs between
+tasks is how a request's input becomes the model's input, which a reader
+says: `text_reader` tokenizes texts (translation, toy), the captioner's
+`image_reader` (`seqtasks.tasks.captioning.serving`) decodes images and runs
+the backbone. Every signature decodes through `seq2seq_common.search`.
+"""
+
+from seqtasks.text.special_ids import PAD_ID, START_ID
+
+
+def make_server(model, reader, tokenizer, output_name, decoding):
+    """A `tf.Module` whose `serve` maps `reader`'s input `[None]` to `output_name` and `score`.
+
+    With the recipe's `decoding.n_best` > 1, `serve` also returns the
+    `n_best` best, best first: `output_name + "s"` and `"scores"`,
+    `[None, n_best]`. `serving_signatures()` names every signature the
+    export holds: `serve` as `serving_default`; `with_settings`, which also
+    takes the decoding settings (`seqtasks.tasks.decoding_settings`) and
+    always returns the n-best outputs; and, for a model with attention,
+    `attention`: the default decoding's best output and `reader`'s attention
+    outputs (for texts, `text_reader`'s).
+
+    Args:
+        model: the encoder-decoder (`encode`, `decode_step`, `attention`).
+        reader: a `tf.Module` with `spec` (the input's `tf.TensorSpec`),
+            `read(values) -> (inputs, count, blank)` (the model's inputs, the
+            number of requested examples among their rows, and which of them
+            get an empty output, or None) and `attention_outputs(inputs,
+            tokens, weights, mask)`.
+        tokenizer: the output vocabulary's tokenizer (`detokenize`, `vocab`).
+        output_name: the export's text output, e.g. `"translation"`.
+        decoding: the recipe's `model.decoding`.
+    """
+    import tensorflow as tf
+
+    from seqtasks.tasks.decoding_settings import (
+        ATTENTION_SIGNATURE,
+        SETTINGS_SIGNATURE,
+        read_settings,
+        settings_specs,
+    )
+    from seqtasks.tasks.seq2seq_common import make_decode, search
+
+    n_best = decoding.n_best if decoding.n_best > 1 else None
+    decode = make_decode(model, decoding, n_best)
+    best = make_decode(model, decoding)
+
+    class EncoderDecoderServer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.reader = reader
+            self.tokenizer = tokenizer
+            # Only then: saving traces every tf.function a module holds.
+            if getattr(model.decoder_layer, "attention", "none") != "none":
+                self.attention = tf.function(self._attention, input_signature=[reader.spec])
+
+        @tf.function(input_signature=[reader.spec])
+        def serve(self, value):
+            inputs, count, blank = self.reader.read(value)
+            ids, _, scores = decode(inputs)
+            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, n_best or 1, blank)
+
+        @tf.function(input_signature=[reader.spec, *settings_specs()])
+        def serve_with_settings(self, value, beam_width, n_best, max_length, length_penalty):
+            width, kept, length, penalty = read_settings(beam_width, n_best, max_length, length_penalty)
+            inputs, count, blank = self.reader.read(value)
+            ids, _, scores = search(self.model, inputs, width, length, penalty, kept)
+            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
+
+        def _attention(self, value):
+            inputs, count, blank = self.reader.read(value)
+            ids, scores, weights, mask = decoded_attention(self.model, best, inputs, blank)
+            outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, 1, blank)
+            tokens = token_strings(self.tokenizer, ids, mask)
+            extra = self.reader.attention_outputs(inputs, tokens, tf.where(mask[:, :, None], weights, 0.0), mask)
+            outputs.update({key: value[:count] for key, value in extra.items()})
+            return outputs
+
+        def serving_signatures(self):
+            signatures = {"serving_default": self.serve, SETTINGS_SIGNATURE: self.serve_with_settings}
+            if hasattr(self, "attention"):
+                signatures[ATTENTION_SIGNATURE] = self.attention
+            return signatures
+
+    return EncoderDecoderServer()
+
+
+def text_reader(tokenizer, max_length):
+    """A reader of texts `text` `[None]` for `make_server`; see `TextReader`."""
+    import tensorflow as tf
+
+    from seqtasks.tasks.serving_limits import cut_text
+
+    class TextReader(tf.Module):
+        """Texts cut to `text_character_limit(max_length)` characters, then to `max_length` tokens.
+
+        A text with no tokens (empty, blank) gets an empty output and a score
+        of 0.0, the log-probability of a certain output. Its attention
+        outputs are `source_tokens` `[None, S]`, `target_tokens` `[None, T]`
+        (the end token included; both padded with "") and `attention`
+        `[None, T, S]` (0 on padding).
+        """
+
+        spec = tf.TensorSpec([None], tf.string, name="text")
+
+        def __init__(self):
+            super().__init__()
+            self.tokenizer = tokenizer
+
+        def read(self, text):
+            tokens = self.tokenizer.tokenize(cut_text(text, max_length))[:, :max_length]
+            # At least one column keeps the encoder's time axis non-empty.
+            source = tokens.to_tensor(default_value=PAD_ID)
+            source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(source)[1])]])
+            # The decoder would write something even for no input.
+            return source, tf.shape(source)[0], tf.equal(tokens.row_lengths(), 0)
+
+        def attention_outputs(self, source, tokens, weights, mask):
+            source_mask = tf.not_equal(source, PAD_ID)
+            return {
+                "source_tokens": token_strings(self.tokenizer, source, source_mask),
+                "target_tokens": tokens,
+                "attention": tf.where(source_mask[:, None, :], weights, 0.0),
+            }
+
+    return TextReader()
+
+
+def decoded_attention(model, decode_best, inputs, blank=None):
+    """The best output of `decode_best` for `inputs` and the attention the decoder gave while writing it.
+
+    Feeding the output back through `model.attention` gives the weights of
+    its own decoding. Returns `(ids, scores, weights, mask)`: `ids` `[batch,
+    T]` cut to the longest output, `weights` float32 `[batch, T, source]`,
+    `mask` `[batch, T]` true up to each output's end token; rows where
+    `blank` is true have no output.
+    """
+    import tensorflow as tf
+
+    ids, lengths, scores = decode_best(inputs)
+    if blank is not None:
+        lengths = tf.where(blank, 0, lengths)
+    ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]
+    start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+    weights = tf.cast(model.attention(inputs, tf.concat([start, ids[:, :-1]], 1)), tf.float32)
+    return ids, scores, weights, tf.sequence_mask(lengths, tf.shape(ids)[1])
+
+
+def token_strings(tokenizer, ids, mask):
+    """The vocabulary entries of `ids` `[batch, time]`, "" where `mask` is false."""
+    import tensorflow as tf
+
+    strings = tf.gather(tf.constant(tokenizer.vocab), tf.cast(ids, tf.int32))
+    return tf.where(mask, strings, "")
+
+
+def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
+    """An export's outputs from decoded `ids`: `output_name` and `score`, and with `n_best` > 1
+    also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first. `n_best="any"`: `ids`
+    has an n-best axis of any size (`with_settings`).
+
+    Rows where `blank` is true get empty texts and a score of 0.0.
+    """
+    import tensorflow as tf
+
+    if n_best == 1:
+        texts = tokenizer.detokenize(ids)
+    else:
+        texts = tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
+        texts = tf.reshape(texts, [-1, tf.shape(ids)[1]])
+    if blank is not None:
+        rows = blank if n_best == 1 else blank[:, None]
+        texts, scores = tf.where(rows, "", texts), tf.where(rows, tf.zeros_like(scores), scores)
+    if n_best == 1:
+        return {output_name: texts, "score": scores}
+    return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}
