@@ -56,3 +56,13 @@ def test_no_module_imports_from_a_floor_above(path):
 def test_every_part_of_the_package_is_on_a_floor():
     parts = {path.stem if path.is_file() else path.name for path in PACKAGE.iterdir()}
     assert parts - {"__init__", "__pycache__"} == set(FLOOR)
+
+
+def test_the_architecture_page_draws_these_floors():
+    import re
+
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d) \| (.+?) \| .+ \|$", page, re.M)
+    drawn = [sorted(name.strip("`/").removesuffix(".py") for name in re.findall(r"`[^`]+`", parts)) for _, parts in rows]
+    assert [int(level) for level, _ in rows] == list(range(len(FLOORS)))
+    assert drawn == [sorted(parts) for parts in FLOORS]
