@@ -205,13 +205,13 @@ def test_fit_shows_the_steps_of_data_of_unknown_length_from_epoch_one(tmp_path, 
     assert lines[3].startswith("3/3 - ") and "ETA" not in lines[3] and len(lines) == 4
 
 
-def test_the_readme_shows_lines_training_prints():
+def test_the_commands_page_shows_lines_training_prints():
     import re
 
     from conftest import REPO
 
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
-    examples = [text for text in re.findall(r"`([^`]*)`", readme) if "ETA" in text and "/" in text]
+    page = " ".join((REPO / "docs" / "commands.md").read_text(encoding="utf-8").split())
+    examples = [text for text in re.findall(r"`([^`]*)`", page) if "ETA" in text and "/" in text]
     assert len(examples) == 3, examples
     progress, clock, out, _ = _progress(epochs=15, steps=120, live=True)
     # 0.34 s a step, 0.2 s of validation; the first step traces for 5 s.

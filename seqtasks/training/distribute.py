@@ -118,7 +118,7 @@ def _jax_distribution(config):
             raise SeqtasksError(
                 "distribute.strategy: 'multi_worker' under JAX needs one process per host, joined by "
                 "keras.distribution.initialize(): set KERAS_DISTRIBUTION_JOB_ADDRESSES, "
-                "KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID (README: Backends)"
+                "KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID (see docs/backends.md)"
             )
     available = distribution.list_devices()
     devices = [_jax_device(name, available) for name in config.devices]
