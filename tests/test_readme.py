@@ -201,10 +201,12 @@ def _signatures(module):
 
 
 def test_the_exports_hold_the_signatures_the_task_sections_name():
-    from seqtasks.tasks.captioning.serving import make_server as make_caption_server
+    from seqtasks.tasks.captioning.serving import image_reader
     from seqtasks.tasks.classification_common import make_classifier_server
+    from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
     from seqtasks.tasks.ner import make_tagger_server
-    from seqtasks.tasks.seq2seq_common import make_server
+
+    decoding = SimpleNamespace(beam_width=2, n_best=1, max_length=5, length_penalty=0.0)
 
     def seq2seq(attention):
         return SimpleNamespace(decoder_layer=SimpleNamespace(attention=attention))
@@ -214,9 +216,10 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
 
     both = {"serving_default", "with_settings", "attention"}
     # Translation and the toy task: `with_settings` always, `attention` when the model has attention.
-    assert _signatures(make_server(seq2seq("luong"), None, None, None, 10, "translation")) == both
-    assert _signatures(make_server(seq2seq("none"), None, None, None, 10, "output")) == both - {"attention"}
-    assert _signatures(make_caption_server(seq2seq("bahdanau"), None, None, None, 64)) == both
+    texts, images = text_reader(None, 10), image_reader(None, 64)
+    assert _signatures(make_server(seq2seq("luong"), texts, None, "translation", decoding)) == both
+    assert _signatures(make_server(seq2seq("none"), texts, None, "output", decoding)) == both - {"attention"}
+    assert _signatures(make_server(seq2seq("bahdanau"), images, None, "caption", decoding)) == both
     # Sentiment: `attention` only with attention pooling; NER: `serving_default` alone.
     assert _signatures(make_classifier_server(classifier(None), None, None, ["a", "b"], 10)) == {"serving_default"}
     assert _signatures(make_classifier_server(classifier(object()), None, None, ["a", "b"], 10)) == {
