@@ -50,7 +50,7 @@ def test_saves_and_reloads_in_safe_mode(tmp_path):
 
 
 def test_rejects_an_unknown_pooling():
-    with pytest.raises(ValueError, match=r"Expected one of \{'last', 'attention', 'max'\}. Received: pooling='mean'"):
+    with pytest.raises(ValueError, match=r"Expected one of \{'last', 'attention', 'max', 'structured'\}. Received: pooling='mean'"):
         TextClassifier(10, 2, pooling="mean")
 
 

@@ -57,3 +57,31 @@ def test_the_vocabulary_is_saved_but_not_trained():
     assert tokenizer.trainable_variables == ()
     assert [v.dtype for v in tokenizer.variables] == [tf.string]
     assert tokenizer.words.numpy().tolist()[4:] == [str(d).encode() for d in range(10)]
+
+
+def test_words_are_split_as_glove_reads_them():
+    from seqtasks.text.word_tokenizer import split_words
+
+    texts = tf.constant([
+        "I don't like Pierre's 1990 film... It's GREAT!! 'quoted' o'clock dogs' end.",
+        "",
+        "  Café, naïve—OK?",
+    ])
+    assert split_words(texts).to_list() == [
+        [b"i", b"do", b"n't", b"like", b"pierre", b"'s", b"1990", b"film", b".", b".", b".", b"it", b"'s",
+         b"great", b"!", b"!", b"'", b"quoted", b"'", b"o'clock", b"dogs", b"'", b"end", b"."],
+        [],
+        ["café".encode(), b",", "naïve".encode(), "—".encode(), b"ok", b"?"],
+    ]
+    assert split_words(tf.constant(["We're THERE, they'll see."]), lower_case=False).to_list() == [
+        [b"We", b"'re", b"THERE", b",", b"they", b"'ll", b"see", b"."]]
+
+
+def test_a_words_tokenizer_looks_up_the_words_it_splits():
+    tokenizer = WordTokenizer(["it", "'s", "great", "!"], split="words")
+    assert tokenizer.tokenize(tf.constant(["It's GREAT!", "it's awful"])).to_list() == [[4, 5, 6, 7], [4, 5, UNK_ID]]
+    assert tokenizer.lower_case and WordTokenizer(["a"]).split == "whitespace"
+    import pytest
+
+    with pytest.raises(ValueError, match=r"Expected one of \{.*\}. Received: split='chars'"):
+        WordTokenizer(["a"], split="chars")

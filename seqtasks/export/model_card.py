@@ -56,7 +56,7 @@ def identity_files(recipe, weights_sha256):
     return {"recipe.yaml": dump_recipe(recipe), "weights.sha256": weights_sha256 + "\n"}
 
 
-def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_recipe_differs=False):
+def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_recipe_differs=False, data_notes=()):
     """The files of an export's `assets.extra/`: `{name: text}`, the model card a callable of the version folder.
 
     Args:
@@ -65,6 +65,8 @@ def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_r
         source: a `Source`.
         input_limits: the card's lines on what the export reads of an input
             (`seqtasks.tasks.Task.input_limits`).
+        data_notes: the card's lines on what else the model learned from
+            (`seqtasks.tasks.Task.data_notes`).
         metrics: the run's metrics (`metrics.json`) when they are those of
             these weights, else None.
         metrics_recipe_differs: whether the metrics were measured with the
@@ -88,7 +90,7 @@ def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_r
     if metrics is not None:
         files["metrics.json"] = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
     files[CARD] = lambda version: model_card(
-        recipe, signature, source, version, input_limits, metrics, metrics_recipe_differs
+        recipe, signature, source, version, input_limits, metrics, metrics_recipe_differs, data_notes
     )
     return files
 
@@ -108,7 +110,9 @@ def _other_signatures(signature):
     return [f"Other signatures (`signature_name` in TensorFlow Serving's predict API): {described}.", ""]
 
 
-def model_card(recipe, signature, source, version, input_limits, metrics=None, metrics_recipe_differs=False):
+def model_card(
+    recipe, signature, source, version, input_limits, metrics=None, metrics_recipe_differs=False, data_notes=()
+):
     """The Markdown model card of the export in `version` (see `audit_files` for the arguments)."""
     spec = TASKS[recipe.task]
     (input_name,) = signature["inputs"]
@@ -151,6 +155,7 @@ def model_card(recipe, signature, source, version, input_limits, metrics=None, m
         "## Data",
         "",
         *_data(recipe, spec),
+        *(["", *data_notes] if data_notes else []),
         "",
         "## Input limits",
         "",

@@ -11,7 +11,9 @@ from seqtasks.layers.bahdanau_attention import BahdanauAttention
 from seqtasks.layers.character_cnn import CharacterCNN
 from seqtasks.layers.crf import CRF
 from seqtasks.layers.luong_attention import LuongAttention
+from seqtasks.layers.self_attention_block import SelfAttentionBlock
 from seqtasks.layers.stacked_rnn import StackedRNN
+from seqtasks.layers.structured_self_attention import StructuredSelfAttention
 
 __all__ = [
     "AttentionDecoder",
@@ -20,5 +22,7 @@ __all__ = [
     "CharacterCNN",
     "CRF",
     "LuongAttention",
+    "SelfAttentionBlock",
     "StackedRNN",
+    "StructuredSelfAttention",
 ]

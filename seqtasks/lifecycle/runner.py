@@ -258,22 +258,25 @@ class Runner:
             differs = False
         source = Source(str(run_dir), label, str(weights_file), weights)
         described = {**describe_signature(server.serve), "signatures": sorted(module_signatures(server))}
-        extras = audit_files(self.recipe, described, source, self.task.input_limits(), metrics, differs)
+        extras = audit_files(
+            self.recipe, described, source, self.task.input_limits(), metrics, differs, self.task.data_notes()
+        )
         return export_saved_model(server, module_signatures(server), directory, name, extras, force, self.log)
 
 
 def check_inputs(paths):
     """Raises `SeqtasksError` naming the first of `paths` that is missing or unusable.
 
-    `paths` are `(path, "file" or "folder")` pairs (`Task.input_paths`):
+    `paths` are `(path, "file" or "folder")` pairs (`Task.input_paths`),
+    or triples whose third item says, for a missing one, what it is for:
     files must be readable regular files (not a folder, a device or a pipe),
     folders readable folders.
     """
-    for path, expected in paths:
+    for path, expected, *hint in paths:
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
-            raise SeqtasksError(f"{path}: no such data {expected}") from None
+            raise SeqtasksError(f"{path}: no such data {expected}" + "".join(f" ({note})" for note in hint)) from None
         except OSError as error:
             raise SeqtasksError(f"{path}: cannot read: {error.strerror}") from None
         if expected == "folder" and not stat.S_ISDIR(mode):

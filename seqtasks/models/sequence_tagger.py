@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from seqtasks.training.distribute import replicas_in_step
-from seqtasks.layers import CRF, CharacterCNN, StackedRNN
+from seqtasks.layers import CRF, CharacterCNN, SelfAttentionBlock, StackedRNN
 from seqtasks.layers.crf import check_constraints, constraint_scores, viterbi_decode
 from seqtasks.training.losses import replica_share
 from seqtasks.text.special_ids import PAD_ID, UNK_ID
@@ -19,7 +19,8 @@ class SequenceTagger(keras.Model):
 
     Each word is its embedding, a `CharacterCNN` vector of its spelling and a
     one-hot casing class, concatenated -> dropout -> `StackedRNN` returning
-    every state -> dropout -> dense tag scores ("potentials"). With
+    every state -> (a `SelfAttentionBlock`: every state attends over the
+    sentence's states) -> dropout -> dense tag scores ("potentials"). With
     `output_layer="crf"` a `CRF` layer scores whole tag paths: training maximises
     the gold path's log-likelihood and `decode` runs Viterbi; with
     `"softmax"` each token is classified alone.
@@ -46,6 +47,8 @@ class SequenceTagger(keras.Model):
         casing: bool, whether to add the casing feature.
         encoder: dict of `StackedRNN` arguments.
         dropout: float. output_layer: `"crf"` or `"softmax"`.
+        self_attention: `"none"`, `"luong"` (general score) or `"bahdanau"`.
+        self_attention_units: int, the Bahdanau score's hidden size.
         allowed_transitions, allowed_starts: optional booleans as `CRF`
             takes them (`[from][to]`, and per tag); `None` allows all.
         **kwargs: other keyword arguments of `keras.Model`.
@@ -80,6 +83,8 @@ class SequenceTagger(keras.Model):
         seed=None,
         allowed_transitions=None,
         allowed_starts=None,
+        self_attention="none",
+        self_attention_units=64,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -100,6 +105,8 @@ class SequenceTagger(keras.Model):
         self.dropout = dropout
         self.output_layer = output_layer
         self.seed = seed
+        self.self_attention = self_attention
+        self.self_attention_units = self_attention_units
         self.allowed_transitions, self.allowed_starts = check_constraints(num_tags, allowed_transitions, allowed_starts)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.word_embedding = keras.layers.Embedding(word_vocab_size, word_embedding_dim, dtype=self.dtype_policy, name="word_embedding")
@@ -110,6 +117,11 @@ class SequenceTagger(keras.Model):
         )
         self.input_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="input_dropout")
         self.encoder_layer = StackedRNN(**self.encoder, dtype=self.dtype_policy, name="encoder")
+        self.self_attention_block = None
+        if self_attention != "none":
+            self.self_attention_block = SelfAttentionBlock(
+                self_attention, units=self_attention_units, dtype=self.dtype_policy, name="self_attention"
+            )
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
         self.potentials = keras.layers.Dense(num_tags, dtype="float32", name="potentials")  # float32 under mixed precision
         self.crf = None
@@ -142,6 +154,8 @@ class SequenceTagger(keras.Model):
             encoder=dataclasses.asdict(model_config.encoder),
             dropout=model_config.dropout,
             output_layer=model_config.output,
+            self_attention=model_config.self_attention,
+            self_attention_units=model_config.self_attention_units,
             seed=seed,
             **(constraints or {}),
         )
@@ -155,6 +169,8 @@ class SequenceTagger(keras.Model):
         if self.character_cnn is not None:
             self.character_cnn.build((None, None, None))
         self.encoder_layer.build((None, None, self.feature_size))
+        if self.self_attention_block is not None:
+            self.self_attention_block.build((None, None, self.encoder_layer.output_dim))
         self.potentials.build((None, None, self.encoder_layer.output_dim))
         if self.crf is not None:
             self.crf.build((None, None, self.num_tags))
@@ -182,6 +198,8 @@ class SequenceTagger(keras.Model):
             features.append(ops.one_hot(ops.cast(inputs["casing"], "int32"), CASING_CLASSES, dtype=features[0].dtype))
         x = self.input_dropout(ops.concatenate(features, axis=-1), training=training)
         outputs, _ = self.encoder_layer(x, mask=mask, training=training)
+        if self.self_attention_block is not None:
+            outputs, _ = self.self_attention_block(outputs, mask=mask, training=training)
         return self.potentials(self.output_dropout(outputs, training=training))
 
     def decode(self, inputs):
@@ -240,6 +258,8 @@ class SequenceTagger(keras.Model):
                 "seed": self.seed,
                 "allowed_transitions": self.allowed_transitions,
                 "allowed_starts": self.allowed_starts,
+                "self_attention": self.self_attention,
+                "self_attention_units": self.self_attention_units,
             }
         )
         return config

@@ -5,10 +5,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from seqtasks.layers import AttentionPooling, StackedRNN
+from seqtasks.layers import AttentionPooling, SelfAttentionBlock, StackedRNN, StructuredSelfAttention
 from seqtasks.text.special_ids import PAD_ID
 
-POOLINGS = ("last", "attention", "max")
+POOLINGS = ("last", "attention", "max", "structured")
+SELF_ATTENTION = ("none", "luong", "bahdanau")
 
 
 def classifier_arguments(model_config, vocab_size, num_classes):
@@ -22,7 +23,14 @@ def classifier_arguments(model_config, vocab_size, num_classes):
         "pooling": model_config.pooling,
         "attention_units": model_config.attention_units,
         "dropout": model_config.dropout,
+        "self_attention": model_config.self_attention,
+        "hops": model_config.hops,
+        "hop_penalty": model_config.hop_penalty,
     }
+
+
+def _choices(values):
+    return "{" + ", ".join(repr(value) for value in values) + "}"
 
 
 def masked_max(outputs, mask):
@@ -38,23 +46,30 @@ def masked_max(outputs, mask):
 
 @keras.saving.register_keras_serializable(package="seqtasks")
 class TextClassifier(keras.Model):
-    """Token ids -> class logits, from an RNN's last real state, attention pooling or max pooling.
+    """Token ids -> class logits, from an RNN's last real state, attention pooling, max pooling or several hops.
 
-    Embedding -> `StackedRNN` -> a text vector -> dropout -> dense logits.
-    With `pooling="last"` the text vector is the top layer's final hidden
-    state at each text's last real token (forward and backward states
-    concatenated when bidirectional); with `"attention"` it is an
-    `AttentionPooling` average of all top-layer outputs; with `"max"` the
-    largest value of each feature over the real steps. Id 0 is padding and
-    never reaches the result: a padded batch classifies exactly like its texts
-    one by one.
+    Embedding -> `StackedRNN` -> (a `SelfAttentionBlock`) -> a text vector ->
+    dropout -> dense logits. With `pooling="last"` the text vector is the
+    top layer's final hidden state at each text's last real token (forward
+    and backward states concatenated when bidirectional); with `"attention"`
+    it is an `AttentionPooling` average of all top-layer outputs; with
+    `"max"` the largest value of each feature over the real steps; with
+    `"structured"` the `hops` averages of a `StructuredSelfAttention` (Lin
+    et al. 2017), side by side. With `self_attention` (`"luong"`,
+    `"bahdanau"`) every output first attends over the text's other outputs.
+    Id 0 is padding and never reaches the result: a padded batch classifies
+    exactly like its texts one by one.
 
     Args:
         vocab_size: int. num_classes: int.
         embedding_dim: int. embedding_dropout: float.
         encoder: dict of `StackedRNN` arguments.
-        pooling: `"last"`, `"attention"` or `"max"`. attention_units: int.
+        pooling: `"last"`, `"attention"`, `"max"` or `"structured"`.
+        attention_units: int, the pooling's (and the block's) hidden size.
         dropout: float, before the output layer.
+        self_attention: `"none"`, `"luong"` (general score) or `"bahdanau"`.
+        hops: int, the structured pooling's hops. hop_penalty: float, the
+            weight of its penalty on overlapping hops.
         **kwargs: other keyword arguments of `keras.Model`.
 
     Call arguments:
@@ -74,11 +89,19 @@ class TextClassifier(keras.Model):
         pooling="last",
         attention_units=64,
         dropout=0.0,
+        self_attention="none",
+        hops=4,
+        hop_penalty=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
         if pooling not in POOLINGS:
-            raise ValueError(f"Expected one of {{'last', 'attention', 'max'}}. Received: pooling={pooling!r}")
+            raise ValueError(f"Expected one of {_choices(POOLINGS)}. Received: pooling={pooling!r}")
+        if self_attention not in SELF_ATTENTION:
+            raise ValueError(f"Expected one of {_choices(SELF_ATTENTION)}. Received: self_attention={self_attention!r}")
+        if self_attention != "none" and pooling == "last":
+            raise ValueError("Expected pooling 'attention', 'max' or 'structured' with self_attention: 'last' reads "
+                             "the encoder's final states, which the block does not change. Received: pooling='last'")
         self.vocab_size = vocab_size
         self.num_classes = num_classes
         self.embedding_dim = embedding_dim
@@ -87,10 +110,24 @@ class TextClassifier(keras.Model):
         self.pooling = pooling
         self.attention_units = attention_units
         self.dropout = dropout
+        self.self_attention = self_attention
+        self.hops = hops
+        self.hop_penalty = hop_penalty
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, dtype=self.dtype_policy, name="embedding")
         self.embedding_dropout_layer = keras.layers.Dropout(embedding_dropout, dtype=self.dtype_policy, name="embedding_dropout")
         self.encoder_layer = StackedRNN(**self.encoder, dtype=self.dtype_policy, name="encoder")
-        self.attention_pooling = AttentionPooling(attention_units, dtype=self.dtype_policy, name="attention_pooling") if pooling == "attention" else None
+        self.self_attention_block = None
+        if self_attention != "none":
+            self.self_attention_block = SelfAttentionBlock(
+                self_attention, units=attention_units, dtype=self.dtype_policy, name="self_attention"
+            )
+        self.attention_pooling = None
+        if pooling == "attention":
+            self.attention_pooling = AttentionPooling(attention_units, dtype=self.dtype_policy, name="attention_pooling")
+        elif pooling == "structured":
+            self.attention_pooling = StructuredSelfAttention(
+                hops, attention_units, hop_penalty, dtype=self.dtype_policy, name="structured_attention"
+            )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.output_dense = keras.layers.Dense(num_classes, dtype="float32", name="logits")  # float32 under mixed precision
 
@@ -100,6 +137,8 @@ class TextClassifier(keras.Model):
 
     @property
     def text_vector_size(self):
+        if self.pooling == "structured":
+            return self.hops * self.encoder_layer.output_dim
         if self.pooling in ("attention", "max"):
             return self.encoder_layer.output_dim
         return self.encoder_layer.units * (2 if self.encoder_layer.bidirectional else 1)
@@ -107,16 +146,24 @@ class TextClassifier(keras.Model):
     def build(self, input_shape=None):
         self.embedding.build((None, None))
         self.encoder_layer.build((None, None, self.embedding_dim))
+        if self.self_attention_block is not None:
+            self.self_attention_block.build((None, None, self.encoder_layer.output_dim))
         if self.attention_pooling is not None:
             self.attention_pooling.build((None, None, self.encoder_layer.output_dim))
         self.output_dense.build((None, self.text_vector_size))
         self.built = True
 
     def text_vectors(self, token_ids, training=None):
-        """The pooled text vectors `(batch, text_vector_size)` and attention weights (or None)."""
+        """The pooled text vectors `(batch, text_vector_size)` and the pooling's weights over the tokens
+        `(batch, time)` (the mean of a structured pooling's hops), or None."""
         mask = ops.not_equal(token_ids, PAD_ID)
         x = self.embedding_dropout_layer(self.embedding(token_ids), training=training)
         outputs, states = self.encoder_layer(x, mask=mask, training=training)
+        if self.self_attention_block is not None:
+            outputs, _ = self.self_attention_block(outputs, mask=mask, training=training)
+        if self.pooling == "structured":
+            vectors, weights = self.attention_pooling(outputs, mask=mask, training=training)
+            return vectors, ops.mean(weights, axis=1)
         if self.attention_pooling is not None:
             return self.attention_pooling(outputs, mask=mask)
         if self.pooling == "max":
@@ -143,6 +190,9 @@ class TextClassifier(keras.Model):
                 "pooling": self.pooling,
                 "attention_units": self.attention_units,
                 "dropout": self.dropout,
+                "self_attention": self.self_attention,
+                "hops": self.hops,
+                "hop_penalty": self.hop_penalty,
             }
         )
         return config

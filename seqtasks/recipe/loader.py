@@ -322,6 +322,8 @@ def _build_recipe(raw, sources):
         if raw.get(name) is None:
             raw[name] = {}  # so the section's defaults are checked too
     recipe = _build(Recipe, raw, "", sources, types)
+    for relative, message in getattr(recipe.model, "check_data", lambda data: [])(recipe.data):
+        raise sources.error(f"model.{relative}", message)
     if recipe.training.monitor not in spec_of_task.monitors:
         raise sources.error(
             "training.monitor",

@@ -432,10 +432,18 @@ class TextClassificationDataConfig:
     encoding: str = spec("utf-8", "Text encoding of the files.")
     lower_case: bool = spec(True, "Case-fold texts before tokenizing.")
     strip_html: bool = spec(False, "Replace HTML tags such as <br /> by spaces (IMDB reviews).")
-    vocab_size: int = spec(8000, "Target size of the WordPiece vocabulary.", min=10, max=MAX_VOCAB)
-    max_length: int = spec(200, "Subwords kept per text, in training and serving.", min=1, max=MAX_LENGTH)
+    tokenizer: Literal["wordpiece", "words"] = spec(
+        "wordpiece",
+        "'wordpiece': subwords learned from the training texts; 'words': words and punctuation as GloVe "
+        "reads them (clitics such as n't and 's apart), looked up in the training words.",
+    )
+    vocab_size: int = spec(
+        8000, "Target size of the WordPiece vocabulary, or the most frequent training words kept.", min=10,
+        max=MAX_VOCAB,
+    )
+    max_length: int = spec(200, "Tokens kept per text, in training and serving.", min=1, max=MAX_LENGTH)
     keep: Literal["first", "last"] = spec(
-        "first", "Which subwords of a longer text are kept: the first or the last max_length."
+        "first", "Which tokens of a longer text are kept: the first or the last max_length."
     )
 
     def check(self):
@@ -456,17 +464,56 @@ class TextClassificationDataConfig:
 
 
 @dataclass
+class WordVectorsConfig:
+    path: str = spec(
+        "",
+        "Pretrained word vectors that start the word embeddings: GloVe, word2vec text or fastText .vec, plain "
+        "or gzip (empty: learned from scratch). Their size must be the embeddings' (model.embedding_dim or "
+        "model.word_embedding_dim). Read once, when a run starts; checkpoints and exports never need it again.",
+        path=True,
+    )
+    fine_tune: Literal["yes", "no", "after"] = spec(
+        "yes",
+        "Whether training changes the vectors: 'yes'; 'no' (frozen, Kim 2014's static vectors); 'after' "
+        "fine_tune_after epochs frozen.",
+    )
+    fine_tune_after: int = spec(1, "With fine_tune 'after': the epochs the vectors stay frozen.", min=1, max=MAX_EPOCHS)
+    extend_vocabulary: int = spec(
+        0,
+        "The file's first (most frequent) words added to the task's vocabulary with their vectors, so words "
+        "never seen in training are not [UNK] (0: the training vocabulary only).",
+        min=0,
+        max=MAX_VOCAB,
+    )
+
+
+@dataclass
 class TextClassifierModelConfig:
-    embedding_dim: int = spec(128, "Size of the subword embeddings.", min=1, max=MAX_SIZE)
+    embedding_dim: int = spec(128, "Size of the subword (or word) embeddings.", min=1, max=MAX_SIZE)
+    word_vectors: WordVectorsConfig = section(
+        WordVectorsConfig, "Pretrained vectors for the embeddings; needs data.tokenizer 'words'."
+    )
     embedding_dropout: float = spec(0.0, "Dropout on the embeddings.", min=0.0, below=1.0)
     encoder: EncoderConfig = section(EncoderConfig, "The StackedRNN reading the text.")
-    pooling: Literal["last", "attention", "max"] = spec(
+    pooling: Literal["last", "attention", "max", "structured"] = spec(
         "last",
         "What the classifier reads: the final states at the last real step (both directions "
-        "when bidirectional), an attention-weighted average of all states, or the largest value of each "
-        "state feature over the real steps.",
+        "when bidirectional), an attention-weighted average of all states, the largest value of each "
+        "state feature over the real steps, or several attention hops side by side (Lin et al. 2017).",
     )
-    attention_units: int = spec(64, "Size of the attention pooling's query and hidden layer.", min=1, max=MAX_SIZE)
+    attention_units: int = spec(
+        64, "Size of the attention pooling's (and the self-attention block's) hidden layer.", min=1, max=MAX_SIZE
+    )
+    self_attention: Literal["none", "luong", "bahdanau"] = spec(
+        "none",
+        "A SelfAttentionBlock over the encoder outputs before pooling (every output attends over the text's "
+        "outputs, residual + layer norm), with Luong's general score or Bahdanau's; needs a pooling other "
+        "than 'last'.",
+    )
+    hops: int = spec(4, "With pooling 'structured': the attention hops (Lin et al. 2017's r).", min=1, max=64)
+    hop_penalty: float = spec(
+        1.0, "With pooling 'structured': the weight of the penalty on overlapping hops.", min=0.0, max=1000.0
+    )
     dropout: float = spec(0.0, "Dropout before the classifier.", min=0.0, below=1.0)
     ensemble: int = spec(
         1,
@@ -476,6 +523,18 @@ class TextClassifierModelConfig:
         min=1,
         max=16,
     )
+
+    def check(self):
+        if self.self_attention != "none" and self.pooling == "last":
+            return [("self_attention", "needs pooling 'attention', 'max' or 'structured': 'last' reads the "
+                                       "encoder's final states, which the block does not change")]
+        return []
+
+    def check_data(self, data):
+        """Problems across the model and data sections, as `(path under model, message)` pairs."""
+        if self.word_vectors.path and data.tokenizer != "words":
+            return [("word_vectors.path", "pretrained vectors are of words: set data.tokenizer to 'words'")]
+        return []
 
 
 @dataclass
@@ -526,6 +585,7 @@ class TaggingDataConfig:
 @dataclass
 class TaggerModelConfig:
     word_embedding_dim: int = spec(100, "Size of the word embeddings.", min=1, max=MAX_SIZE)
+    word_vectors: WordVectorsConfig = section(WordVectorsConfig, "Pretrained vectors for the word embeddings.")
     word_dropout: float = spec(
         0.0, "Probability of reading a training word as [UNK], so the model learns to use spelling.",
         min=0.0, below=1.0,
@@ -547,6 +607,12 @@ class TaggerModelConfig:
     output: Literal["crf", "softmax"] = spec(
         "crf", "Tag decision: a CRF with Viterbi decoding, or an independent softmax per token."
     )
+    self_attention: Literal["none", "luong", "bahdanau"] = spec(
+        "none",
+        "A SelfAttentionBlock over the encoder outputs (every word's state attends over the sentence's, "
+        "residual + layer norm), with Luong's general score or Bahdanau's.",
+    )
+    self_attention_units: int = spec(64, "The Bahdanau self-attention's hidden size.", min=1, max=MAX_SIZE)
 
 
 @dataclass

@@ -126,6 +126,10 @@ class Task(abc.ABC):
     def evaluate(self, model, examples, out_dir):
         """An `Evaluation` of `model` on `examples`; predictions and figures are written into `out_dir`."""
 
+    def data_notes(self):
+        """Lines the model card adds about what the model learned from besides its data files (pretrained vectors)."""
+        return []
+
     def input_limits(self):
         """The model card's lines on what the export reads of an input and how long its outputs may be."""
         lines = ["Any batch size; an empty batch gives empty outputs.", *self.reading_limits()]

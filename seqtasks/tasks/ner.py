@@ -125,6 +125,12 @@ class NerTask(Task):
             return train, self._read(config.validation_path)
         return split_examples(train, config.validation_size, self.recipe.seed)
 
+    def input_paths(self):
+        from seqtasks.tasks.pretrained_vectors import vectors_path
+
+        yield from super().input_paths()
+        yield from vectors_path(self.recipe.model.word_vectors)
+
     def heldout_splits(self):
         # Whole documents: sentences of one story share names, so a split by sentence would leak them.
         return {"heldout": self.heldout} if getattr(self, "heldout", None) else {}
@@ -145,10 +151,16 @@ class NerTask(Task):
         return read_conll(path, config.token_column, config.tag_column, config.scheme, config.encoding)
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.utils.io_utils import write_text_atomic
-        from seqtasks.text.token_features import RESERVED, build_vocabularies, word_counts
+        import re
 
-        config = self.recipe.data
+        from seqtasks.tasks.pretrained_vectors import extended_vocabulary, start_vectors
+        from seqtasks.text.token_features import RESERVED, build_vocabularies, word_counts
+        from seqtasks.utils.io_utils import write_text_atomic
+
+        config, vectors = self.recipe.data, self.recipe.model.word_vectors
+        if vectors.path and (run_dir / _VOCABULARY_FILES[0]).is_file():
+            self.restore(run_dir)  # a resumed run: its vocabulary came from the vectors file once already
+            return
         tags = tag_vocabulary(config, train, validation)
         print(f"Sentences: {len(train)} training, {len(validation)} validation; tags: {' '.join(tags)}")
         singletons_last = self.recipe.model.singleton_unk > 0
@@ -156,21 +168,33 @@ class NerTask(Task):
         word_vocab, char_vocab = build_vocabularies(
             words, config.lower_case, config.min_word_count, singletons_last=singletons_last
         )
+        counts = word_counts(words, config.lower_case)
         first_singleton = None
         if singletons_last:
-            counts = word_counts(words, config.lower_case)
             first_singleton = len(word_vocab) - sum(1 for word in word_vocab[len(RESERVED) :] if counts[word] == 1)
+
+        def normalize(word):  # as `normalize_words` looks words up
+            return re.sub(r"\d", "0", word.lower()) if config.lower_case else word
+
+        trained = len(word_vocab)
+        word_vocab = extended_vocabulary(word_vocab, vectors, normalize)
+        self.initial_vectors = start_vectors(
+            vectors, word_vocab, len(RESERVED), counts, self.recipe.model.word_embedding_dim, self.recipe.seed, run_dir
+        )
         for name, vocab in zip(_VOCABULARY_FILES, (word_vocab, char_vocab, tags)):
             write_text_atomic(run_dir / name, "\n".join(vocab) + "\n")
         if singletons_last:
             write_text_atomic(run_dir / _SINGLETONS_FILE, f"{first_singleton}\n")
         self._set(word_vocab, char_vocab, tags, first_singleton)
-        singletons = f" ({len(word_vocab) - first_singleton} seen once)" if singletons_last else ""
-        print(f"Vocabularies: {len(word_vocab)} words{singletons}, {len(char_vocab)} characters")
+        self.run_dir = run_dir
+        singletons = f" ({trained - first_singleton} seen once)" if singletons_last else ""
+        added = f", {len(word_vocab) - trained} more from the word vectors" if len(word_vocab) > trained else ""
+        print(f"Vocabularies: {trained} words{singletons}{added}, {len(char_vocab)} characters")
 
     def restore(self, run_dir):
         from seqtasks.training.run_folders import read_lines
 
+        self.run_dir = run_dir
         first_singleton = None
         if (run_dir / _SINGLETONS_FILE).is_file():
             first_singleton = int(read_lines(run_dir, _SINGLETONS_FILE)[0])
@@ -197,8 +221,10 @@ class NerTask(Task):
         from seqtasks.layers.crf import iob2_constraints
         from seqtasks.models import SequenceTagger
 
+        from seqtasks.tasks.pretrained_vectors import apply_vectors
+
         # Decoding (CRF or softmax) only returns valid IOB2: no I-X after O or another type.
-        return SequenceTagger.from_recipe(
+        model = SequenceTagger.from_recipe(
             self.recipe.model,
             *self.vocabulary_sizes,
             len(self.tags),
@@ -206,17 +232,32 @@ class NerTask(Task):
             constraints=iob2_constraints(self.tags),
             first_singleton=self.first_singleton,
         )
+        model.build()
+        apply_vectors(self.recipe.model.word_vectors, [model.word_embedding], getattr(self, "initial_vectors", None))
+        return model
 
     def compile_model(self, model):
+        from seqtasks.tasks.pretrained_vectors import freeze_for_epochs
         from seqtasks.training.fit import make_optimizer
 
+        optimizer = make_optimizer(self.recipe.training)
+        freeze_for_epochs(self.recipe.model.word_vectors, [model.word_embedding], optimizer)
         # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy).
-        model.compile(optimizer=make_optimizer(self.recipe.training))
+        model.compile(optimizer=optimizer)
+
+    def data_notes(self):
+        from seqtasks.tasks.pretrained_vectors import read_coverage, vectors_note
+
+        return vectors_note(read_coverage(self.run_dir)) if getattr(self, "run_dir", None) else []
 
     def training_metrics(self, train, validation, history):
+        from seqtasks.tasks.pretrained_vectors import read_coverage
+
         batch_size = self.recipe.training.batch_size
         tokens_per_batch = sum(len(words) for words, _ in train) / max(1, -(-len(train) // batch_size))
+        coverage = read_coverage(self.run_dir)
         return {
+            **({"word_vectors": coverage} if coverage else {}),
             "train_sentences": len(train),
             "validation_sentences": len(validation),
             # Wall time of `fit`, validation passes and tracing included.

@@ -51,6 +51,26 @@ def _vocabulary_texts(config, examples):
     return texts
 
 
+def word_counts(texts, lower_case, batch=1000):
+    """How often each word (`WordTokenizer(split="words")`'s) occurs in `texts`: a `collections.Counter`."""
+    import collections
+
+    import tensorflow as tf
+
+    from seqtasks.text.word_tokenizer import split_words
+
+    counts = collections.Counter()
+    for start in range(0, len(texts), batch):
+        words = split_words(tf.constant(texts[start : start + batch]), lower_case).flat_values.numpy()
+        counts.update(word.decode() for word in words)
+    return counts
+
+
+def _embeddings(model):
+    """The token embedding layers of a classifier or of every member of an ensemble."""
+    return [member.embedding for member in getattr(model, "member_models", [model])]
+
+
 def make_dataset(examples, label_index, encode, batch_size, shuffle_seed=None):
     """Length-bucketed batches `(token ids, class index)`; empty texts are left out."""
     import tensorflow as tf
@@ -98,6 +118,8 @@ class SentimentTask(Task):
         return split_examples(train, config.validation_size, self.recipe.seed)
 
     def input_paths(self):
+        from seqtasks.tasks.pretrained_vectors import vectors_path
+
         data = self.recipe.data
         for path, _ in super().input_paths():
             if data.format == "folders":
@@ -106,6 +128,7 @@ class SentimentTask(Task):
                 yield from ((f"{path}.{label}", "file") for label in data.labels)
             else:
                 yield path, "file"
+        yield from vectors_path(self.recipe.model.word_vectors)
 
     def read_file(self, path):
         from seqtasks.data.labelled_text import read_labelled_texts
@@ -120,27 +143,52 @@ class SentimentTask(Task):
         return examples
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.utils.io_utils import write_text_atomic
+        from seqtasks.tasks.pretrained_vectors import extended_vocabulary, start_vectors
+        from seqtasks.text.special_ids import RESERVED_TOKENS
         from seqtasks.text.subword_tokenizer import learn_vocabulary
+        from seqtasks.utils.io_utils import write_text_atomic
 
-        config = self.recipe.data
+        config, vectors = self.recipe.data, self.recipe.model.word_vectors
+        if vectors.path and (run_dir / "vocab.txt").is_file():
+            self.restore(run_dir)  # a resumed run: its vocabulary came from the vectors file once already
+            return
         labels, names = class_labels(config, train, validation)
         print(f"Texts: {len(train)} training, {len(validation)} validation; classes: {', '.join(names)}")
-        vocab = learn_vocabulary(_vocabulary_texts(config, train), config.vocab_size, config.lower_case, "data.vocab_size")
+        texts = _vocabulary_texts(config, train)
+        if config.tokenizer == "words":
+            counts = word_counts(texts, config.lower_case)
+            vocab = list(RESERVED_TOKENS) + sorted(counts, key=lambda word: (-counts[word], word))[: config.vocab_size]
+            trained = len(vocab)
+            vocab = extended_vocabulary(vocab, vectors, str.lower if config.lower_case else (lambda word: word))
+            self.initial_vectors = start_vectors(
+                vectors, vocab, len(RESERVED_TOKENS), counts, self.recipe.model.embedding_dim, self.recipe.seed, run_dir
+            )
+            added = f", {len(vocab) - trained} more from the word vectors" if len(vocab) > trained else ""
+            described = f"{trained} words{added}"
+        else:
+            vocab = learn_vocabulary(texts, config.vocab_size, config.lower_case, "data.vocab_size")
+            described = f"{len(vocab)} subwords"
         write_text_atomic(run_dir / "vocab.txt", "\n".join(vocab) + "\n")
         write_text_atomic(run_dir / "labels.txt", "\n".join(labels) + "\n")
         self._set(vocab, labels)
-        print(f"Vocabulary: {len(vocab)} subwords")
+        self.run_dir = run_dir
+        print(f"Vocabulary: {described}")
 
     def restore(self, run_dir):
         from seqtasks.training.run_folders import read_lines
 
+        self.run_dir = run_dir
         self._set(read_lines(run_dir, "vocab.txt"), read_lines(run_dir, "labels.txt"))
 
     def _set(self, vocab, labels):
         from seqtasks.text.subword_tokenizer import SubwordTokenizer
+        from seqtasks.text.word_tokenizer import WordTokenizer
 
-        self.tokenizer = SubwordTokenizer(vocab, self.recipe.data.lower_case)
+        config = self.recipe.data
+        if config.tokenizer == "words":
+            self.tokenizer = WordTokenizer(vocab, split="words", lower_case=config.lower_case)
+        else:
+            self.tokenizer = SubwordTokenizer(vocab, config.lower_case)
         self.encode = make_text_encoder(self.recipe.data, self.tokenizer)
         self.labels = labels
         self.names = list(self.recipe.data.label_names) or labels
@@ -156,16 +204,32 @@ class SentimentTask(Task):
     def build_model(self):
         from seqtasks.models.text_classifier import TextClassifier, TextClassifierEnsemble
 
+        from seqtasks.tasks.pretrained_vectors import apply_vectors
+
         model_class = TextClassifierEnsemble if self.recipe.model.ensemble > 1 else TextClassifier
-        return model_class.from_recipe(self.recipe.model, self.tokenizer.vocab_size, len(self.labels))
+        model = model_class.from_recipe(self.recipe.model, self.tokenizer.vocab_size, len(self.labels))
+        model.build()
+        apply_vectors(self.recipe.model.word_vectors, _embeddings(model), getattr(self, "initial_vectors", None))
+        return model
 
     def compile_model(self, model):
         from seqtasks.tasks.classification_common import compile_classifier
+        from seqtasks.tasks.pretrained_vectors import freeze_for_epochs
 
         compile_classifier(model, self.recipe.training)
+        freeze_for_epochs(self.recipe.model.word_vectors, _embeddings(model), model.optimizer)
+
+    def data_notes(self):
+        from seqtasks.tasks.pretrained_vectors import read_coverage, vectors_note
+
+        return vectors_note(read_coverage(self.run_dir)) if getattr(self, "run_dir", None) else []
 
     def training_metrics(self, train, validation, history):
+        from seqtasks.tasks.pretrained_vectors import read_coverage
+
+        coverage = read_coverage(self.run_dir)
         return {
+            **({"word_vectors": coverage} if coverage else {}),
             "train_examples": len(train),
             "validation_examples": len(validation),
             # Wall time of `fit`, validation passes and tracing included.

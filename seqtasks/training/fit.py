@@ -47,15 +47,21 @@ def use_averaged_weights(model):
 
 
 def _set_steps_per_epoch(model, steps):
-    """Gives an `EpochSchedule` the training steps of an epoch (`count_batches`), before training."""
+    """Gives an `EpochSchedule`, and an optimizer holding variables frozen for some epochs, the training
+    steps of an epoch (`count_batches`), before training."""
     from seqtasks.training import optimizers
     from seqtasks.errors import SeqtasksError
 
-    schedule = getattr(_inner_optimizer(model), "_learning_rate", None)
+    optimizer = _inner_optimizer(model)
+    schedule = getattr(optimizer, "_learning_rate", None)
     if isinstance(schedule, optimizers.EpochSchedule) and schedule.kind != "constant":
         if not steps:
             raise SeqtasksError(f"training.learning_rate_schedule {schedule.kind!r} needs data of a known length")
         schedule.steps_per_epoch = steps
+    if getattr(optimizer, "frozen_paths", ()):
+        if not steps:
+            raise SeqtasksError("vectors frozen for some epochs need data of a known length")
+        optimizer.steps_per_epoch = steps
 
 
 def _time_limit(minutes, checkpoints):

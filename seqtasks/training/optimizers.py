@@ -16,6 +16,36 @@ from seqtasks.training.distribute import replicas_in_step
 
 
 class _ClipAfterAllReduce:
+    # Variables held still for the first epochs (`freeze`): their paths, the epochs, and the steps of an epoch,
+    # which `seqtasks.training.fit.fit` sets once the data is counted.
+    frozen_paths = ()
+    frozen_epochs = 0
+    steps_per_epoch = None
+
+    def freeze(self, variables, epochs):
+        """Keeps `variables` as they are for the first `epochs` epochs of training, then trains them.
+
+        Their gradients count as zero until then (so Adam's moments stay
+        zero and the first real step is not skewed), and weight decay leaves
+        them out throughout. The step count decides, so a resumed run goes on
+        as the uninterrupted one would.
+        """
+        self.frozen_paths = tuple(variable.path for variable in variables)
+        self.frozen_epochs = epochs
+        self.exclude_from_weight_decay(var_list=list(variables))
+
+    def apply(self, grads, trainable_variables=None):
+        if self.frozen_paths:
+            if not self.steps_per_epoch:
+                raise ValueError("frozen variables need steps_per_epoch; it is not set")
+            variables = self._trainable_variables if trainable_variables is None else list(trainable_variables)
+            live = self.iterations >= self.frozen_epochs * self.steps_per_epoch
+            grads = [
+                _scaled(grad, live) if variable.path in self.frozen_paths else grad
+                for grad, variable in zip(grads, variables)
+            ]
+        return super().apply(grads, trainable_variables)
+
     def _clip_gradients(self, grads):
         if replicas_in_step() > 1:
             return grads  # clipped in `_all_reduce_sum_gradients`, once summed
@@ -41,6 +71,15 @@ class _ClipAfterAllReduce:
     def use_averaged_weights(self, var_list):
         """Sets `var_list` (the model's trainable variables) to their moving average, when `use_ema`."""
         super().finalize_variable_values(var_list)
+
+
+def _scaled(grad, live):
+    """`grad` where `live` is true, zeros where not; a sparse gradient (TensorFlow's embeddings) stays sparse."""
+    if grad is None:
+        return None
+    if hasattr(grad, "indices") and hasattr(grad, "values"):
+        return type(grad)(grad.values * ops.cast(live, grad.values.dtype), grad.indices, grad.dense_shape)
+    return grad * ops.cast(live, grad.dtype)
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
