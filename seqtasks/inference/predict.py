@@ -114,7 +114,7 @@ class Predictor:
                 )
         try:
             with dropped_native_stderr():
-                return {key: value.numpy() for key, value in function(**tensors).items()}
+                return {key: value.numpy() for key, value in _call(function, tensors).items()}
         except tf.errors.InvalidArgumentError as error:
             raise SeqtasksError(f"the model rejected the input: {failure_reason(error.message)}") from None
         except tf.errors.OpError as error:
@@ -138,7 +138,7 @@ class Predictor:
 
         try:
             with dropped_native_stderr():
-                outputs = self.serve(**{self.input_name: self._tensor(items)})
+                outputs = _call(self.signature("serving_default"), {self.input_name: self._tensor(items)})
                 return {key: value.numpy() for key, value in outputs.items()}
         except tf.errors.InvalidArgumentError as error:
             if self.input_name == "image" and len(items) > 1:
@@ -197,6 +197,14 @@ def _input_specs(function):
     """A concrete function's inputs by name: a loaded signature's keywords, or a traced method's named specs."""
     args, kwargs = function.structured_input_signature
     return dict(kwargs) if kwargs else {spec.name: spec for spec in args}
+
+
+def _call(function, tensors):
+    """`function` on tensors by input name: a loaded signature takes keywords, a traced method its specs in order."""
+    args, kwargs = function.structured_input_signature
+    if kwargs:
+        return function(**tensors)
+    return function(*[tensors[spec.name] for spec in args])
 
 
 def _shape_text(shape):
