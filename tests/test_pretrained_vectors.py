@@ -45,13 +45,13 @@ def test_frozen_variables_need_the_steps_of_an_epoch():
         model.fit(x, y, batch_size=4, epochs=1, verbose=0)
 
 
-def test_the_vectors_start_the_embeddings_and_no_keeps_them_frozen():
+def test_the_vectors_start_the_embeddings_and_never_keeps_them_frozen():
     from types import SimpleNamespace
 
     from seqtasks.tasks.pretrained_vectors import apply_vectors, freeze_for_epochs
 
     matrix = np.arange(80, dtype="float32").reshape(20, 4)
-    for mode, trainable in (("yes", True), ("no", False), ("after", True)):
+    for mode, trainable in (("always", True), ("never", False), ("after", True)):
         model, _, _ = _model_and_data()
         layer = model.get_layer("embedding")
         config = SimpleNamespace(path="v.txt", fine_tune=mode, fine_tune_after=3)
@@ -64,6 +64,6 @@ def test_the_vectors_start_the_embeddings_and_no_keeps_them_frozen():
         assert optimizer.frozen_epochs == (3 if mode == "after" else 0)
     model, _, _ = _model_and_data()
     before = np.array(model.get_layer("embedding").embeddings)
-    apply_vectors(SimpleNamespace(path="", fine_tune="no", fine_tune_after=1), [model.get_layer("embedding")], None)
+    apply_vectors(SimpleNamespace(path="", fine_tune="never", fine_tune_after=1), [model.get_layer("embedding")], None)
     np.testing.assert_array_equal(np.array(model.get_layer("embedding").embeddings), before)
     assert model.get_layer("embedding").trainable

@@ -42,6 +42,13 @@ def test_words_match_exactly_then_lower_cased_then_with_digits_as_zero(tmp_path)
     np.testing.assert_allclose(matrix[:4], [[2, 2, 2], [3, 3, 3], [4, 4, 4], [5, 5, 5]])
     assert (coverage.exact, coverage.lower, coverage.digits, coverage.found) == (2, 1, 1, 4)
     assert candidates("Año-1990") == ("Año-1990", "año-1990", "año-0000")
+    # A vocabulary that itself reads digits as 0 takes the first such file word; its own "0000" line wins.
+    path = _write(tmp_path, "1990 1 1 1\n1991 2 2 2\nx9 3 3 3\n", "numbers.txt")
+    matrix, coverage = embedding_matrix(path, ["0000", "x0", "00"])
+    np.testing.assert_allclose(matrix[:2], [[1, 1, 1], [3, 3, 3]])
+    assert (coverage.found, coverage.digits) == (2, 2)
+    path = _write(tmp_path, "1990 1 1 1\n0000 5 5 5\n", "zeros.txt")
+    np.testing.assert_allclose(embedding_matrix(path, ["0000"])[0], [[5, 5, 5]])
 
 
 @pytest.mark.parametrize("header, compress, name", [

@@ -472,9 +472,9 @@ class WordVectorsConfig:
         "model.word_embedding_dim). Read once, when a run starts; checkpoints and exports never need it again.",
         path=True,
     )
-    fine_tune: Literal["yes", "no", "after"] = spec(
-        "yes",
-        "Whether training changes the vectors: 'yes'; 'no' (frozen, Kim 2014's static vectors); 'after' "
+    fine_tune: Literal["always", "never", "after"] = spec(
+        "always",
+        "When training changes the vectors: 'always'; 'never' (frozen, Kim 2014's static vectors); 'after' "
         "fine_tune_after epochs frozen.",
     )
     fine_tune_after: int = spec(1, "With fine_tune 'after': the epochs the vectors stay frozen.", min=1, max=MAX_EPOCHS)

@@ -64,7 +64,7 @@ def vectors_note(coverage):
     """The model card's line on the vectors a model started from, or [] without any."""
     if not coverage:
         return []
-    frozen = {"yes": "fine-tuned from the first step", "no": "kept frozen"}.get(
+    frozen = {"always": "fine-tuned from the first step", "never": "kept frozen"}.get(
         coverage.get("fine_tune"), f"frozen for {coverage.get('fine_tune_after')} epochs, then fine-tuned"
     )
     return [
@@ -75,11 +75,11 @@ def vectors_note(coverage):
 
 
 def apply_vectors(config, embeddings, matrix):
-    """Starts each `keras.layers.Embedding` of `embeddings` (built) from `matrix`; freezes them if `fine_tune` is no."""
+    """Starts each `keras.layers.Embedding` of `embeddings` (built) from `matrix`; freezes them if `fine_tune` is never."""
     for embedding in embeddings:
         if matrix is not None:
             embedding.embeddings.assign(matrix)
-        if config.path and config.fine_tune == "no":
+        if config.path and config.fine_tune == "never":
             embedding.trainable = False
 
 

@@ -4,7 +4,9 @@ The file is read once, line by line, plain or gzip: only the rows the
 vocabulary asks for are kept, so a 400,000 x 300 file needs a few MB, not
 several GB. A vocabulary word takes, as the NER literature matches words
 (Lample et al. 2016), the file's vector of the word itself, else of the word
-lower-cased, else lower-cased with every digit read as 0. Words the file does
+lower-cased, else lower-cased with every digit read as 0; a vocabulary word
+that reads digits as 0 itself ("0000") takes the first file word that does
+("1990", the most frequent in GloVe's order). Words the file does
 not have start from a small random vector of the file's scale (the standard
 deviation of the vectors kept). A word2vec or fastText header line
 (`count dim`) is skipped; a line of another length, or numbers that are not
@@ -100,10 +102,11 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
     Returns:
         The matrix and a `Coverage`.
     """
-    wanted = {}
+    wanted, normalized = {}, {}
     for index, word in enumerate(vocabulary[reserved:], start=reserved):
         for level, key in enumerate(candidates(word)):
             wanted.setdefault(key, []).append((index, level))
+        normalized.setdefault(word, []).append(index)
     rows, levels, size = {}, {}, None
     for parts, number in _read(path):
         if size is None:
@@ -114,8 +117,11 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
             raise SeqtasksError(f"{path}:{number}: expected {size} numbers after the word; got {len(parts) - 1}")
         # A few words of some files hold spaces ("at name@domain.com" in GloVe 840B): the numbers are the last.
         word, values = " ".join(parts[:-size]), parts[-size:]
-        for index, level in wanted.get(word, ()):
-            if level < levels.get(index, 3):
+        found = list(wanted.get(word, ()))
+        if _DIGIT.search(word):  # a vocabulary that reads digits as 0 ("0000") takes the file's most frequent "1990"
+            found += [(index, 3) for index in normalized.get(candidates(word)[2], ())]
+        for index, level in found:
+            if level < levels.get(index, 4):
                 rows[index], levels[index] = _numbers(values, path, number), level
     if size is None:
         raise SeqtasksError(f"{path}: no vectors in the file")
@@ -125,9 +131,9 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
     matrix[:reserved] = 0.0
     for index, row in rows.items():
         matrix[index] = row
+    exact, lower, digits = (sum(1 for level in levels.values() if level in group) for group in ({0}, {1}, {2, 3}))
     coverage = Coverage(
-        str(path), size, len(vocabulary) - reserved, len(rows),
-        *(sum(1 for level in levels.values() if level == k) for k in range(3)), scale=round(scale, 6),
+        str(path), size, len(vocabulary) - reserved, len(rows), exact, lower, digits, scale=round(scale, 6)
     )
     if counts:
         coverage.tokens = sum(counts.values())
