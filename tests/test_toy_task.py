@@ -8,27 +8,23 @@ import numpy as np
 import pytest
 import yaml
 from conftest import run_recipe, seqtasks_command, serve_in_tensorflow_only
+from trained_runs import SMALL_TOY, TOY
 
 from seqtasks.recipe import load_recipe
 
 
 @pytest.fixture(scope="module")
-def toy_run(tmp_path_factory):
-    """The whole default toy recipe: what it learns is the claim under test."""
-    root = tmp_path_factory.mktemp("toy")
-    exports = root / "saved_models"
-    run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}")
-    return run_dir, exports, output
+def toy_run(run_cache):
+    """The whole default toy recipe (`trained_runs.TOY`): what it learns is the claim under test."""
+    trained = run_cache.get(TOY)
+    return trained.run_dir, trained.exports, trained.output
 
 
 @pytest.fixture(scope="module")
-def small_toy_run(tmp_path_factory):
-    """A few steps of the toy recipe, for the commands that need a run folder, not a good model."""
-    root = tmp_path_factory.mktemp("small_toy")
-    exports = root / "saved_models"
-    overrides = ["data.train_size=128", "data.validation_size=16", "training.epochs=1", "model.encoder.units=8"]
-    run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}", *overrides)
-    return run_dir, exports, output
+def small_toy_run(run_cache):
+    """A few steps of the toy recipe (`trained_runs.SMALL_TOY`), for the commands that need a run folder, not a good model."""
+    trained = run_cache.get(SMALL_TOY)
+    return trained.run_dir, trained.exports, trained.output
 
 
 @pytest.mark.slow
@@ -84,10 +80,11 @@ def test_saved_model_serves_strings_with_tensorflow_alone(toy_run):
     assert out["empty_batch"]["output"]["value"] == []
 
 
-def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(small_toy_run, monkeypatch):
+def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(run_cache, tmp_path, monkeypatch):
     import tensorflow as tf
 
-    run_dir, exports, _ = small_toy_run
+    copy = run_cache.copy(SMALL_TOY, tmp_path / "copy")  # new versions go to the run's own export directory
+    run_dir, exports = copy.run_dir, copy.exports
     before = {p.relative_to(exports): p.read_bytes() for p in (exports / "toy").rglob("*") if p.is_file()}
     # The final model is the one training exported: same weights (hashed from model.keras), same recipe.
     result = seqtasks_command("export", run_dir)
