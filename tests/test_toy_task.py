@@ -22,7 +22,7 @@ def toy_run(run_cache):
 
 @pytest.fixture(scope="module")
 def small_toy_run(run_cache):
-    """A few steps of the toy recipe (`trained_runs.SMALL_TOY`), for the commands that need a run folder, not a good model."""
+    """One step of the toy recipe (`trained_runs.SMALL_TOY`), for the commands that need a run folder, not a good model."""
     trained = run_cache.get(SMALL_TOY)
     return trained.run_dir, trained.exports, trained.output
 
@@ -187,25 +187,26 @@ def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoin
 
 
 @pytest.mark.slow
-def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(tmp_path):
+def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(run_cache, tmp_path):
     from click.testing import CliRunner
 
     from seqtasks.cli import main
 
-    overrides = ["data.train_size=64", "data.validation_size=16", "training.epochs=1", "export.enabled=false"]
-    run_dir, _ = run_recipe("toy", tmp_path, *overrides)
+    copy = run_cache.copy(SMALL_TOY, tmp_path / "copy")  # one step, as if trained in tmp_path/copy
+    output_dir, run_dir = copy.root / "runs", copy.run_dir
+    overrides = [*SMALL_TOY.overrides, f"export.directory={copy.exports}"]
     first = json.loads((run_dir / "metrics.json").read_text())
     # As if killed after training, before the metrics were written: training is not redone.
     (run_dir / "metrics.json").unlink()
-    again, output = run_recipe("toy", tmp_path, *overrides)
+    again, output = run_recipe("toy", output_dir, *overrides)
     assert again == run_dir and f"Resuming the unfinished run in {run_dir}" in output
     assert "Resuming from step 1 (epoch 2, batch 0)" in output and "Epoch 1/1" not in output
     assert json.loads((run_dir / "metrics.json").read_text())["validation"] == first["validation"]
-    args = ["run", "toy", "--output-dir", str(tmp_path), "--fresh"] + [a for o in overrides for a in ("--set", o)]
+    args = ["run", "toy", "--output-dir", str(output_dir), "--fresh"] + [a for o in overrides for a in ("--set", o)]
     (run_dir / "metrics.json").unlink()
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0 and "Resuming" not in result.output
-    assert len(list((tmp_path / "toy").iterdir())) == 2
+    assert len(list((output_dir / "toy").iterdir())) == 2
 
 
 @pytest.mark.slow

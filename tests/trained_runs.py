@@ -269,11 +269,12 @@ CAPTIONING = RunSpec(
 
 # The whole default toy recipe: what it learns is the claim under test.
 TOY = RunSpec("toy", recipe="toy")
-# A few steps of the toy recipe, for the commands that need a run folder and an export, not a good model.
+# One step of the toy recipe (64 examples, batches of 64), for the commands that need a run folder and an export,
+# not a good model: tests/test_toy_task.py exports and resumes copies of it, tests/test_n_best.py exports its 3 best.
 SMALL_TOY = RunSpec(
     "small-toy",
     recipe="toy",
-    overrides=("data.train_size=128", "data.validation_size=16", "training.epochs=1", "model.encoder.units=8"),
+    overrides=("data.train_size=64", "data.validation_size=16", "training.epochs=1", "model.encoder.units=8"),
 )
 
 
