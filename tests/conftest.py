@@ -205,6 +205,15 @@ def serve_in_tensorflow_only(export_dir, batches, input_name="text"):
     raise AssertionError(f"the serving process ended: {_SERVING['stderr'].read()[-3000:]}")
 
 
+@pytest.fixture(scope="session")
+def run_cache(tmp_path_factory):
+    """The session's cache of small trained runs (`tests/trained_runs.py`): `run_cache.get(spec)` trains a spec
+    the first time any test of the session, in either pytest-xdist worker, asks for it."""
+    from trained_runs import RunCache, session_cache_folder
+
+    return RunCache(session_cache_folder(tmp_path_factory))
+
+
 @pytest.fixture
 def fresh_python():
     return run_python

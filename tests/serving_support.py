@@ -10,39 +10,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-from conftest import REPO, run_recipe, write_sample_pairs
-
-TRANSLATION_RECIPE = """
-task: translation
-name: tiny
-seed: 3
-data:
-  path: pairs.tsv
-  validation_size: 40
-  max_length: 20
-  source_vocab_size: 300
-  target_vocab_size: 300
-model:
-  embedding_dim: 16
-  encoder: {cell_type: gru, units: 16, bidirectional: true}
-  decoder: {cell_type: gru, units: 32}
-  attention: {type: luong, score: general}
-  decoding: {beam_width: 3, n_best: 2, length_penalty: 0.6, max_length: 12}
-training:
-  epochs: 4
-  batch_size: 32
-  learning_rate: 0.01
-"""
+from conftest import REPO
+from trained_runs import SERVED_TRANSLATION
 
 
-def tiny_translation_export(root):
-    """Trains the tiny translation recipe in `root`; returns `(base path of its export, source texts)`."""
-    root = Path(root)
-    write_sample_pairs(root / "pairs.tsv", 300)
-    (root / "tiny.yaml").write_text(TRANSLATION_RECIPE)
-    run_dir, _ = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
+def tiny_translation_export(run_cache):
+    """The tiny translation export both serving test files serve (`trained_runs.SERVED_TRANSLATION`, trained once
+    a session): `(base path of its export, source texts)`."""
+    root, run_dir, _ = run_cache.get(SERVED_TRANSLATION)
     sources = [line.split("\t")[0] for line in (run_dir / "translations.tsv").read_text().splitlines()[:4]]
     return root / "saved_models" / "tiny", sources
 

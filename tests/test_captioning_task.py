@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
+from trained_runs import CAPTIONING
 
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
@@ -40,22 +41,12 @@ def _bmp(pixels):
 
 # A 1 x 1 GIF, which TensorFlow decodes; the export refuses GIF (its frames' sizes need decoding).
 GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
-SLICE = ["data.max_train_images=48", "data.max_validation_images=8", "training.epochs=2", "training.max_minutes=1"]
-# Show, Attend and Tell's decoder as published (the Flickr8k recipe's), exported and served here.
-PUBLISHED_DECODER = ["model.decoder.placement=before", "model.decoder.input_feeding=false", "model.decoder.deep_output=linear"]
 
 
 @pytest.fixture(scope="module")
-def caption_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("captioning")
-    run_dir, output = run_recipe(
-        REPO / "recipes" / "captioning.yaml",
-        root / "runs",
-        f"export.directory={root / 'saved_models'}",
-        *SLICE,
-        *PUBLISHED_DECODER,
-    )
-    return root, run_dir, output
+def caption_run(run_cache):
+    """A slice of the shipped shapes with Show, Attend and Tell's published decoder (`trained_runs.CAPTIONING`)."""
+    return run_cache.get(CAPTIONING)
 
 
 def test_run_reports_bleu_1_to_4_and_writes_captions_and_overlays(caption_run):
@@ -224,10 +215,10 @@ def test_bad_data_settings_are_named(tmp_path):
         load_splits(recipe.data)
 
 
-def test_a_finished_run_is_re_evaluated_with_other_decoding_settings(caption_run):
+def test_a_finished_run_is_re_evaluated_with_other_decoding_settings(caption_run, tmp_path):
     from seqtasks.lifecycle.runner import Runner
 
-    _, run_dir, _ = caption_run
+    _, run_dir, _ = caption_run.copy_to(tmp_path / "copy")  # evaluating rewrites the run's outputs
     metrics = Runner.open(run_dir, ["model.decoding.beam_width=1"]).evaluate()
     assert metrics["decoding"]["beam_width"] == 1 and "export" not in metrics
     assert set(metrics["validation"]) == {"bleu_1", "bleu_2", "bleu_3", "bleu_4"}
@@ -271,7 +262,7 @@ def test_overlay_grid_matches_the_cnn_grid(caption_run):
 
 
 def test_eval_export_and_predict_commands(caption_run, tmp_path):
-    _, run_dir, _ = caption_run
+    _, run_dir, _ = caption_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
     names = [f"dev_{i:03d}.png" for i in range(8)]
     captions = [line for line in (SHAPES / "shapes.token.txt").read_text().splitlines() if line.split("#")[0] in names]
     data = tmp_path / "dev.token.txt"

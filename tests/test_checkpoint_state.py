@@ -11,8 +11,8 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from test_checkpoints import _checkpointed
-from test_training import _model
+from fit_helpers import checkpointed as _checkpointed
+from fit_helpers import small_model as _model
 
 from seqtasks.training.checkpoints import TrainingCheckpoints, read_state, restore
 from seqtasks.training.position import training_position

@@ -3,7 +3,9 @@ import json
 
 import numpy as np
 import pytest
-from test_training import _data, _model
+from fit_helpers import checkpointed as _checkpointed
+from fit_helpers import small_data as _data
+from fit_helpers import small_model as _model
 
 from seqtasks.training.checkpoints import read_state
 from seqtasks.errors import SeqtasksError
@@ -355,22 +357,6 @@ def test_the_state_records_the_kept_checkpoints_before_it_and_no_other(tmp_path)
     saved = read_state(tmp_path)
     assert saved["checkpoints"] == ["step-00000006.weights.h5", "step-00000009.weights.h5", "step-00000012.weights.h5"]
     assert [record["steps"] for record in saved["earlier"]] == [6, 9]
-
-
-def _checkpointed(folder, weights_by_step, keep=3):
-    """A compiled model's checkpoints in `folder` after the given steps, every weight set to the step's value."""
-    from seqtasks.training.checkpoints import TrainingCheckpoints
-    from seqtasks.training.position import training_position
-
-    model = _model()
-    model.optimizer.build(model.trainable_variables)
-    callback = TrainingCheckpoints(folder, None, keep, "val_loss", "min", training_position())
-    callback.set_model(model)
-    for steps, value in weights_by_step:
-        model.set_weights([np.full_like(weight, value) for weight in model.get_weights()])
-        callback.steps = steps
-        callback.save()
-    return callback
 
 
 def _files(folder):

@@ -5,43 +5,36 @@ the small recipes here have dropout, several epochs and a checkpoint every few
 steps; the stop falls inside the second epoch.
 """
 
-import pytest
-from conftest import REPO, write_sample_pairs
-from test_ner_task import RECIPE as NER_RECIPE
-from test_ner_task import _sentences
-from test_translation_task import RECIPE as TRANSLATION_RECIPE
+import json
+import shutil
 
-from seqtasks.training.checkpoints import TrainingCheckpoints
-from seqtasks.recipe import load_recipe
+import pytest
+from conftest import REPO
+from trained_runs import (
+    EXACT_RESUME,
+    NER_RECIPE,
+    TRANSLATION_WITHOUT_ATTENTION,
+    conll_sentences,
+    stop_and_resume_script,
+    write_translation_for_resume,
+)
+
 from seqtasks.lifecycle.runner import Runner
+from seqtasks.recipe import load_recipe
+from seqtasks.training.checkpoints import TrainingCheckpoints
 
 pytestmark = pytest.mark.slow  # three small trainings for each task
 
-COMMON = [
-    "training.epochs=2",
-    "training.checkpoint_every_steps=3",
-    "export.enabled=false",
-    "training.early_stopping_patience=null",
-]
+COMMON = list(EXACT_RESUME)
 
 
-def _translation(root):
-    write_sample_pairs(root / "pairs.tsv", 300)
-    (root / "recipe.yaml").write_text(TRANSLATION_RECIPE)
-    return ["model.decoding.beam_width=1"]
-
-
-def _translation_without_attention(root):
-    return _translation(root) + [
-        "model.attention.type=none", "model.decoder.summary_input=true", "model.decoder.placement=after",
-        "model.decoder.deep_output=null",
-    ]
+_translation = write_translation_for_resume
 
 
 def _ner(root):
     data = REPO / "recipes" / "data"
-    (root / "train.conll").write_text(_sentences(data / "ner-sample.train.conll", 200), encoding="utf-8")
-    (root / "dev.conll").write_text(_sentences(data / "ner-sample.dev.conll", 30), encoding="utf-8")
+    (root / "train.conll").write_text(conll_sentences(data / "ner-sample.train.conll", 200), encoding="utf-8")
+    (root / "dev.conll").write_text(conll_sentences(data / "ner-sample.dev.conll", 30), encoding="utf-8")
     (root / "recipe.yaml").write_text(NER_RECIPE)
     return ["data.heldout_documents=0"]  # these sentences come without -DOCSTART- lines
 
@@ -50,16 +43,9 @@ class Stopped(Exception):
     """The stand-in for a kill."""
 
 
-@pytest.mark.parametrize(
-    "task, write",
-    [("translation", _translation), ("translation-none", _translation_without_attention), ("ner", _ner)],
-)
-def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task, write, tmp_path, monkeypatch):
-    overrides = write(tmp_path)
-    recipe = load_recipe(tmp_path / "recipe.yaml", COMMON + overrides)
+def _stop_and_resume(recipe, root, monkeypatch):
+    """Trains `recipe` in `root/stopped`, stopped at a step checkpoint inside the second epoch, then resumed there."""
     quiet = lambda line: None  # noqa: E731
-    uninterrupted = Runner.start(recipe, tmp_path / "uninterrupted", log=quiet).train()
-
     save = TrainingCheckpoints.save
 
     def save_then_stop(self, done=False):
@@ -70,55 +56,37 @@ def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task,
     with monkeypatch.context() as patch:
         patch.setattr(TrainingCheckpoints, "save", save_then_stop)
         with pytest.raises(Stopped):
-            Runner.start(recipe, tmp_path / "stopped", log=quiet).train()
-    runs = list((tmp_path / "stopped" / recipe.name).iterdir())
-    resumed = Runner.start(recipe, tmp_path / "stopped", log=quiet).train()
-    assert list((tmp_path / "stopped" / recipe.name).iterdir()) == runs  # resumed in the same folder
+            Runner.start(recipe, root / "stopped", log=quiet).train()
+    runs = list((root / "stopped" / recipe.name).iterdir())
+    resumed = Runner.start(recipe, root / "stopped", log=quiet).train()
+    assert list((root / "stopped" / recipe.name).iterdir()) == runs  # resumed in the same folder
+    return resumed
+
+
+@pytest.mark.parametrize("task, write", [("translation", _translation), ("ner", _ner)])
+def test_a_run_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(task, write, tmp_path, monkeypatch):
+    overrides = write(tmp_path)
+    recipe = load_recipe(tmp_path / "recipe.yaml", COMMON + overrides)
+    uninterrupted = Runner.start(recipe, tmp_path / "uninterrupted", log=lambda line: None).train()
+    resumed = _stop_and_resume(recipe, tmp_path, monkeypatch)
     assert resumed["history"] == uninterrupted["history"]
     assert resumed["validation"] == uninterrupted["validation"]
     assert resumed["epochs_run"] == 2
 
 
-_STOP_AND_RESUME = """
-import json
-from pathlib import Path
-from seqtasks.training.checkpoints import TrainingCheckpoints
-from seqtasks.recipe import load_recipe
-from seqtasks.lifecycle.runner import Runner
-
-root, overrides = Path(ROOT), OVERRIDES
-recipe = load_recipe(root / "recipe.yaml", overrides)
-quiet = lambda line: None
-uninterrupted = Runner.start(recipe, root / "uninterrupted", log=quiet).train()
-save = TrainingCheckpoints.save
-
-
-class Stopped(Exception):
-    pass
-
-
-def save_then_stop(self, done=False):
-    save(self, done)
-    if self.epoch == 1 and self.batches_done >= 2:
-        raise Stopped
-
-
-TrainingCheckpoints.save = save_then_stop
-try:
-    Runner.start(recipe, root / "stopped", log=quiet).train()
-except Stopped:
-    pass
-TrainingCheckpoints.save = save
-resumed = Runner.start(recipe, root / "stopped", log=quiet).train()
-print(json.dumps({"uninterrupted": uninterrupted["history"], "resumed": resumed["history"],
-                  "epochs": resumed["epochs_run"]}))
-"""
-
-
-def stop_and_resume_script(root, overrides, setup=""):
-    """A script for a fresh process: `setup`, then the recipe `root/recipe.yaml` with `overrides` trained
-    whole, then stopped at a step checkpoint inside epoch 2 and resumed; it prints both histories as JSON."""
-    return setup + _STOP_AND_RESUME.replace("ROOT", repr(str(root))).replace("OVERRIDES", repr(list(overrides)))
+def test_a_run_without_attention_stopped_mid_epoch_and_resumed_ends_as_the_uninterrupted_run(run_cache, tmp_path, monkeypatch):
+    # The uninterrupted run is the session's (tests/test_translation_task.py decodes and serves it); its recipe
+    # and data here, exporting nothing, train the stopped and resumed run.
+    trained = run_cache.get(TRANSLATION_WITHOUT_ATTENTION)
+    uninterrupted = json.loads((trained.run_dir / "metrics.json").read_text())
+    for name, _ in TRANSLATION_WITHOUT_ATTENTION.files:
+        shutil.copy(trained.root / name, tmp_path / name)
+    shutil.copy(trained.root / "tiny.yaml", tmp_path / "tiny.yaml")
+    recipe = load_recipe(tmp_path / "tiny.yaml", [*TRANSLATION_WITHOUT_ATTENTION.overrides, "export.enabled=false"])
+    resumed = _stop_and_resume(recipe, tmp_path, monkeypatch)
+    assert resumed["history"] == uninterrupted["history"]
+    assert resumed["validation"] == uninterrupted["validation"]
+    assert resumed["epochs_run"] == 2
 
 
 _TWO_LOGICAL_CPUS = """
@@ -129,8 +97,6 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 
 
 def test_a_mirrored_run_over_two_replicas_resumes_mid_epoch_as_the_uninterrupted_run(fresh_python, tmp_path):
-    import json
-
     overrides = COMMON + _translation(tmp_path) + [
         "distribute.strategy=mirrored",
         "distribute.devices=[/cpu:0, /cpu:1]",

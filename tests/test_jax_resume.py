@@ -12,9 +12,9 @@ pytestmark = pytest.mark.slow  # two trainings in fresh processes, compiled by X
 
 def test_a_jax_run_stopped_mid_epoch_resumes_as_the_uninterrupted_run(tmp_path, jax_env):
     from conftest import run_python
-    from test_exact_resume import COMMON, _translation, stop_and_resume_script
+    from trained_runs import EXACT_RESUME, stop_and_resume_script, write_translation_for_resume
 
-    script = stop_and_resume_script(tmp_path, COMMON + _translation(tmp_path))
+    script = stop_and_resume_script(tmp_path, [*EXACT_RESUME, *write_translation_for_resume(tmp_path)])
     result = run_python(script, env=jax_env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     histories = json.loads(result.stdout.strip().splitlines()[-1])

@@ -4,26 +4,22 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_recipe, seqtasks_command
+from conftest import seqtasks_command
+from trained_runs import SMALL_TOY
 
-pytestmark = pytest.mark.slow  # a small training and two exports
+pytestmark = pytest.mark.slow  # two exports
 
-TINY = [
-    "data.train_size=64",
-    "data.validation_size=8",
-    "training.epochs=1",
-    "model.embedding_dim=8",
-    "model.encoder.units=8",
-    "model.decoder.units=16",
-    "model.decoding.beam_width=4",
-]
+# Beams of 4 over the small toy run's model (`trained_runs.SMALL_TOY`), exported with its 3 best and with the best only.
+BEAM = "model.decoding.beam_width=4"
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
+def exports(run_cache, tmp_path_factory):
+    run_dir = run_cache.get(SMALL_TOY).run_dir
     root = tmp_path_factory.mktemp("n_best")
-    run_dir, _ = run_recipe("toy", root / "runs", *TINY, "model.decoding.n_best=3", f"export.directory={root}/three")
-    seqtasks_command("export", run_dir, "--set", f"export.directory={root}/one", "--set", "model.decoding.n_best=1")
+    for folder, n_best in (("three", 3), ("one", 1)):
+        seqtasks_command("export", run_dir, "--set", f"export.directory={root}/{folder}", "--set", BEAM,
+                         "--set", f"model.decoding.n_best={n_best}")
     return root / "three" / "toy" / "1", root / "one" / "toy" / "1"
 
 

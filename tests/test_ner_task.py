@@ -3,52 +3,19 @@
 import json
 
 import pytest
-from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
+from conftest import check_eval_export_predict, seqtasks_command, serve_in_tensorflow_only
+from trained_runs import NER
 
 from seqtasks.tasks.serving_limits import text_character_limit
-
-RECIPE = """
-task: ner
-seed: 2
-data:
-  path: train.conll
-  validation_path: dev.conll
-  tag_column: 1
-  max_length: 50
-  heldout_documents: 2
-model:
-  word_embedding_dim: 16
-  char_embedding_dim: 8
-  char_filters: 8
-  encoder: {cell_type: lstm, units: 16, bidirectional: true}
-  dropout: 0.2
-training:
-  epochs: 3
-  batch_size: 32
-  learning_rate: 0.01
-"""
-
 
 def _valid_iob2(tags):
     return all(not tag.startswith("I-") or previous in ("B-" + tag[2:], tag) for previous, tag in zip(["O"] + tags, tags))
 
 
-def _sentences(path, count):
-    return "\n\n".join(path.read_text(encoding="utf-8").strip().split("\n\n")[:count]) + "\n"
-
-
 @pytest.fixture(scope="module")
-def ner_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ner")
-    data = REPO / "recipes" / "data"
-    # Ten documents of 50 sentences: two are set aside as the held-out split (data.heldout_documents).
-    sentences = _sentences(data / "ner-sample.train.conll", 500).strip().split("\n\n")
-    documents = ["\n\n".join(sentences[start : start + 50]) for start in range(0, 500, 50)]
-    (root / "train.conll").write_text("".join(f"-DOCSTART- O\n\n{d}\n\n" for d in documents), encoding="utf-8")
-    (root / "dev.conll").write_text(_sentences(data / "ner-sample.dev.conll", 60), encoding="utf-8")
-    (root / "tiny.yaml").write_text(RECIPE)
-    run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
-    return root, run_dir, output
+def ner_run(run_cache):
+    """The tiny NER run (`trained_runs.NER`): ten documents of 50 sentences, two of them the held-out split."""
+    return run_cache.get(NER)
 
 
 def test_run_reports_seqeval_scores_per_type(ner_run):
@@ -134,7 +101,7 @@ def test_without_a_validation_file_sentences_are_split_off_seeded(tmp_path):
 
 
 def test_eval_export_and_predict_commands(ner_run, tmp_path):
-    root, run_dir, _ = ner_run
+    root, run_dir, _ = ner_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
     recorded = json.loads((run_dir / "metrics.json").read_text())["validation"]
 
     def examples(folder):

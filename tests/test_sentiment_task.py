@@ -4,42 +4,16 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO, check_eval_export_predict, run_recipe, serve_in_tensorflow_only
+from conftest import check_eval_export_predict, serve_in_tensorflow_only
+from trained_runs import SENTIMENT, SENTIMENT_ENSEMBLE, SENTIMENT_RECIPE
 
 from seqtasks.tasks.sentiment import classification_metrics
 from seqtasks.tasks.serving_limits import MAX_TEXT_CHARACTERS, cut_text, text_character_limit
 
-RECIPE = """
-task: sentiment
-seed: 2
-data:
-  format: tsv
-  path: reviews.tsv
-  validation_size: 100
-  labels: ["0", "1"]
-  label_names: [negative, positive]
-  vocab_size: 200
-  max_length: 12
-model:
-  embedding_dim: 16
-  encoder: {cell_type: gru, units: 16, bidirectional: true}
-  pooling: attention
-  attention_units: 8
-training:
-  epochs: 6
-  batch_size: 32
-  learning_rate: 0.01
-"""
-
-
 @pytest.fixture(scope="module")
-def sentiment_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sentiment")
-    sample = (REPO / "recipes" / "data" / "sentiment-sample.tsv").read_text(encoding="utf-8").splitlines()
-    (root / "reviews.tsv").write_text("\n".join(sample[:701]) + "\n", encoding="utf-8")
-    (root / "tiny.yaml").write_text(RECIPE)
-    run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
-    return root, run_dir, output
+def sentiment_run(run_cache):
+    """The tiny sentiment run (`trained_runs.SENTIMENT`): 700 reviews of the shipped sample, attention pooling."""
+    return run_cache.get(SENTIMENT)
 
 
 def test_run_reports_accuracy_macro_f1_and_a_confusion_matrix(sentiment_run):
@@ -151,7 +125,7 @@ def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
     from seqtasks.recipe import load_recipe
     from seqtasks.tasks import make_task
 
-    root, run_dir, _ = sentiment_run
+    root, run_dir, _ = sentiment_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
     _, validation = make_task(load_recipe(run_dir / "recipe.yaml")).read_splits()
     data = tmp_path / "validation.tsv"
     header = (root / "reviews.tsv").read_text(encoding="utf-8").splitlines()[0]
@@ -167,17 +141,9 @@ def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ensemble_run(sentiment_run):
-    root, _, _ = sentiment_run
-    run_dir, output = run_recipe(
-        root / "tiny.yaml",
-        root / "ensemble-runs",
-        "model.ensemble=2",
-        "model.pooling=max",
-        "training.epochs=3",
-        f"export.directory={root / 'ensemble_models'}",
-    )
-    return root, run_dir, output
+def ensemble_run(run_cache):
+    """The sentiment recipe as an ensemble of two max-pooling members, three epochs."""
+    return run_cache.get(SENTIMENT_ENSEMBLE)
 
 
 def test_an_ensemble_run_validates_evaluates_and_serves_its_mean_probabilities(ensemble_run):
@@ -195,7 +161,7 @@ def test_an_ensemble_run_validates_evaluates_and_serves_its_mean_probabilities(e
     assert model.member_models[0].pooling == "max" and metrics["parameters"] == model.count_params()
     rows = [line.split("\t") for line in (run_dir / "predictions.tsv").read_text().splitlines()[:8]]
     out = serve_in_tensorflow_only(
-        root / "ensemble_models" / "tiny" / "1", {"validation": [row[2] for row in rows], "blank": [" "]}
+        root / "saved_models" / "tiny" / "1", {"validation": [row[2] for row in rows], "blank": [" "]}
     )
     assert out["validation"]["label"]["value"] == [row[0] for row in rows]
     probabilities = out["validation"]["probabilities"]
@@ -209,7 +175,7 @@ def test_recipe_ensemble_and_max_pooling_fields(tmp_path):
     from seqtasks.recipe import load_recipe
 
     (tmp_path / "reviews.tsv").write_text("1\tgood\n0\tbad\n", encoding="utf-8")
-    (tmp_path / "tiny.yaml").write_text(RECIPE)
+    (tmp_path / "tiny.yaml").write_text(SENTIMENT_RECIPE)
     recipe = load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=4", "model.pooling=max"])
     assert recipe.model.ensemble == 4 and recipe.model.pooling == "max"
     assert load_recipe(tmp_path / "tiny.yaml").model.ensemble == 1
@@ -242,4 +208,4 @@ def test_the_export_returns_the_pooling_weights_and_its_label_names(sentiment_ru
     # Max pooling has no weights to show.
     root, _, _ = ensemble_run
     with pytest.raises(SeqtasksError, match="this sentiment model has no attention weights to show"):
-        seqtasks.load(root / "ensemble_models" / "tiny").attention(texts)
+        seqtasks.load(root / "saved_models" / "tiny").attention(texts)

@@ -22,8 +22,8 @@ _SERVER_OUTPUT = {}  # the module's server's output, read by `_logged_calls`
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-    return tiny_translation_export(tmp_path_factory.mktemp("serve"))
+def export(run_cache):
+    return tiny_translation_export(run_cache)
 
 
 @pytest.fixture(scope="module")

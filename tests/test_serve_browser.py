@@ -22,8 +22,8 @@ WAIT_S = 120
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-    return serving_support.tiny_translation_export(tmp_path_factory.mktemp("export"))
+def export(run_cache):
+    return serving_support.tiny_translation_export(run_cache)
 
 
 # Module-scoped, so that a missing browser skips before the export is trained.

@@ -8,27 +8,23 @@ import numpy as np
 import pytest
 import yaml
 from conftest import run_recipe, seqtasks_command, serve_in_tensorflow_only
+from trained_runs import SMALL_TOY, TOY
 
 from seqtasks.recipe import load_recipe
 
 
 @pytest.fixture(scope="module")
-def toy_run(tmp_path_factory):
-    """The whole default toy recipe: what it learns is the claim under test."""
-    root = tmp_path_factory.mktemp("toy")
-    exports = root / "saved_models"
-    run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}")
-    return run_dir, exports, output
+def toy_run(run_cache):
+    """The whole default toy recipe (`trained_runs.TOY`): what it learns is the claim under test."""
+    trained = run_cache.get(TOY)
+    return trained.run_dir, trained.exports, trained.output
 
 
 @pytest.fixture(scope="module")
-def small_toy_run(tmp_path_factory):
-    """A few steps of the toy recipe, for the commands that need a run folder, not a good model."""
-    root = tmp_path_factory.mktemp("small_toy")
-    exports = root / "saved_models"
-    overrides = ["data.train_size=128", "data.validation_size=16", "training.epochs=1", "model.encoder.units=8"]
-    run_dir, output = run_recipe("toy", root / "runs", f"export.directory={exports}", *overrides)
-    return run_dir, exports, output
+def small_toy_run(run_cache):
+    """One step of the toy recipe (`trained_runs.SMALL_TOY`), for the commands that need a run folder, not a good model."""
+    trained = run_cache.get(SMALL_TOY)
+    return trained.run_dir, trained.exports, trained.output
 
 
 @pytest.mark.slow
@@ -84,10 +80,11 @@ def test_saved_model_serves_strings_with_tensorflow_alone(toy_run):
     assert out["empty_batch"]["output"]["value"] == []
 
 
-def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(small_toy_run, monkeypatch):
+def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(run_cache, tmp_path, monkeypatch):
     import tensorflow as tf
 
-    run_dir, exports, _ = small_toy_run
+    copy = run_cache.copy(SMALL_TOY, tmp_path / "copy")  # new versions go to the run's own export directory
+    run_dir, exports = copy.run_dir, copy.exports
     before = {p.relative_to(exports): p.read_bytes() for p in (exports / "toy").rglob("*") if p.is_file()}
     # The final model is the one training exported: same weights (hashed from model.keras), same recipe.
     result = seqtasks_command("export", run_dir)
@@ -190,25 +187,26 @@ def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoin
 
 
 @pytest.mark.slow
-def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(tmp_path):
+def test_an_unfinished_run_is_resumed_by_the_same_command_unless_fresh(run_cache, tmp_path):
     from click.testing import CliRunner
 
     from seqtasks.cli import main
 
-    overrides = ["data.train_size=64", "data.validation_size=16", "training.epochs=1", "export.enabled=false"]
-    run_dir, _ = run_recipe("toy", tmp_path, *overrides)
+    copy = run_cache.copy(SMALL_TOY, tmp_path / "copy")  # one step, as if trained in tmp_path/copy
+    output_dir, run_dir = copy.root / "runs", copy.run_dir
+    overrides = [*SMALL_TOY.overrides, f"export.directory={copy.exports}"]
     first = json.loads((run_dir / "metrics.json").read_text())
     # As if killed after training, before the metrics were written: training is not redone.
     (run_dir / "metrics.json").unlink()
-    again, output = run_recipe("toy", tmp_path, *overrides)
+    again, output = run_recipe("toy", output_dir, *overrides)
     assert again == run_dir and f"Resuming the unfinished run in {run_dir}" in output
     assert "Resuming from step 1 (epoch 2, batch 0)" in output and "Epoch 1/1" not in output
     assert json.loads((run_dir / "metrics.json").read_text())["validation"] == first["validation"]
-    args = ["run", "toy", "--output-dir", str(tmp_path), "--fresh"] + [a for o in overrides for a in ("--set", o)]
+    args = ["run", "toy", "--output-dir", str(output_dir), "--fresh"] + [a for o in overrides for a in ("--set", o)]
     (run_dir / "metrics.json").unlink()
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0 and "Resuming" not in result.output
-    assert len(list((tmp_path / "toy").iterdir())) == 2
+    assert len(list((output_dir / "toy").iterdir())) == 2
 
 
 @pytest.mark.slow

@@ -3,25 +3,13 @@ import dataclasses
 import keras
 import numpy as np
 import pytest
+from fit_helpers import small_data as _data
+from fit_helpers import small_model as _model
 
 from seqtasks.training.checkpoints import read_state, restore
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import TrainingConfig
 from seqtasks.training.fit import fit, make_optimizer
-
-
-def _model():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-    model.compile(optimizer=make_optimizer(TrainingConfig(learning_rate=0.01)), loss="mse")
-    return model
-
-
-def _data(batches):
-    import tensorflow as tf
-
-    x = np.random.default_rng(0).normal(size=(batches * 8, 4)).astype("float32")
-    return tf.data.Dataset.from_tensor_slices((x, x.sum(1, keepdims=True))).batch(8)
 
 
 def test_time_budget_stops_training_mid_run(tmp_path):

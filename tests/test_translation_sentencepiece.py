@@ -4,30 +4,20 @@ import json
 import unicodedata
 
 import pytest
-from conftest import run_recipe, serve_in_tensorflow_only, write_sample_pairs
-from test_translation_task import RECIPE
+from conftest import serve_in_tensorflow_only, write_sample_pairs
+from trained_runs import SENTENCEPIECE_TRANSLATION, TRANSLATION_RECIPE
 
 from seqtasks.recipe import load_recipe
 
 pytestmark = pytest.mark.slow  # a small training and an export
 
-SENTENCEPIECE = [
-    "data.tokenizer=sentencepiece",
-    "data.lower_case=false",
-    "data.source_vocab_size=500",
-    "data.target_vocab_size=400",
-]
+# The tiny translation recipe's overrides for SentencePiece (`trained_runs.SENTENCEPIECE_TRANSLATION`).
+SENTENCEPIECE = list(SENTENCEPIECE_TRANSLATION.overrides)
 
 
 @pytest.fixture(scope="module")
-def sentencepiece_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sentencepiece")
-    write_sample_pairs(root / "pairs.tsv", 300)
-    (root / "tiny.yaml").write_text(RECIPE)
-    run_dir, output = run_recipe(
-        root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}", *SENTENCEPIECE
-    )
-    return root, run_dir, output
+def sentencepiece_run(run_cache):
+    return run_cache.get(SENTENCEPIECE_TRANSLATION)
 
 
 def test_a_model_for_each_side_is_kept_in_the_run_folder(sentencepiece_run):
@@ -42,7 +32,7 @@ def test_a_shared_vocabulary_is_one_model_learned_from_both_sides(tmp_path):
     from seqtasks.tasks import make_task
 
     write_sample_pairs(tmp_path / "pairs.tsv", 300)
-    (tmp_path / "tiny.yaml").write_text(RECIPE)
+    (tmp_path / "tiny.yaml").write_text(TRANSLATION_RECIPE)
     recipe = load_recipe(tmp_path / "tiny.yaml", SENTENCEPIECE + ["data.shared_vocabulary=true"])
     task = make_task(recipe)
     train, validation = task.read_splits()

@@ -3,49 +3,17 @@
 import json
 
 import pytest
-from conftest import (
-    check_eval_export_predict,
-    run_recipe,
-    seqtasks_command,
-    serve_in_tensorflow_only,
-    write_sample_pairs,
-)
+from conftest import check_eval_export_predict, seqtasks_command, serve_in_tensorflow_only
+from trained_runs import TRANSLATION, TRANSLATION_WITHOUT_ATTENTION
 
 from seqtasks.recipe import load_recipe
 from seqtasks.tasks.serving_limits import text_character_limit
 
-RECIPE = """
-task: translation
-seed: 3
-data:
-  path: pairs.tsv
-  validation_size: 40
-  max_length: 20
-  source_vocab_size: 300
-  target_vocab_size: 300
-model:
-  embedding_dim: 16
-  encoder: {cell_type: gru, units: 16, bidirectional: true}
-  # RNNsearch's decoder (attention before the cell, maxout output): its steps run in a scan,
-  # unlike the default recipe's fused one, which the SentencePiece run test covers.
-  decoder: {cell_type: gru, units: 32, dropout: 0.1, placement: before, deep_output: maxout, output_size: 16}
-  attention: {type: bahdanau, units: 16}
-  decoding: {beam_width: 3, length_penalty: 0.6, max_length: 12}
-training:
-  epochs: 6
-  batch_size: 32
-  learning_rate: 0.01
-  label_smoothing: 0.1
-"""
-
 
 @pytest.fixture(scope="module")
-def translation_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("translation")
-    write_sample_pairs(root / "pairs.tsv", 300)
-    (root / "tiny.yaml").write_text(RECIPE)
-    run_dir, output = run_recipe(root / "tiny.yaml", root / "runs", f"export.directory={root / 'saved_models'}")
-    return root, run_dir, output
+def translation_run(run_cache):
+    """The tiny translation run (`trained_runs.TRANSLATION`), shared: tests that write into it take a copy."""
+    return run_cache.get(TRANSLATION)
 
 
 def test_run_prints_and_records_bleu_chrf_and_speeds(translation_run):
@@ -101,10 +69,10 @@ def test_saved_model_serves_like_the_run_decoded(translation_run):
     assert long["score"]["value"][0] == long["score"]["value"][1] != long["score"]["value"][2]
 
 
-def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
+def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run, tmp_path):
     from seqtasks.lifecycle.runner import Runner
 
-    _, run_dir, _ = translation_run
+    _, run_dir, _ = translation_run.copy_to(tmp_path / "copy")  # evaluating rewrites the run's outputs
     recorded = json.loads((run_dir / "metrics.json").read_text())
     again = Runner.open(run_dir).evaluate()
     assert again["validation"] == recorded["validation"]
@@ -116,7 +84,7 @@ def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run):
 def test_eval_export_and_predict_commands(translation_run, tmp_path):
     from seqtasks.tasks import make_task
 
-    root, run_dir, _ = translation_run
+    root, run_dir, _ = translation_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
     recipe = load_recipe(run_dir / "recipe.yaml")
     _, validation = make_task(recipe).read_splits()
     # The validation pairs in the recipe's column layout: evaluating them gives the run's scores.
@@ -207,25 +175,17 @@ def test_the_run_scores_each_source_length_bucket_and_counts_them(translation_ru
     assert "By source length (source words):" in output
 
 
-PLAIN = ["model.attention.type=none", "model.decoder.summary_input=true", "model.decoder.placement=after",
-         "model.decoder.deep_output=null", "model.decoding.n_best=2"]
-
-
 @pytest.mark.slow
-def test_a_model_without_attention_trains_decodes_and_serves_but_draws_no_heatmaps(tmp_path):
+def test_a_model_without_attention_trains_decodes_and_serves_but_draws_no_heatmaps(run_cache):
     import seqtasks
     from seqtasks.errors import SeqtasksError
 
-    write_sample_pairs(tmp_path / "pairs.tsv", 300)
-    (tmp_path / "tiny.yaml").write_text(RECIPE)
-    run_dir, output = run_recipe(
-        tmp_path / "tiny.yaml", tmp_path / "runs", f"export.directory={tmp_path / 'exports'}", "training.epochs=2", *PLAIN
-    )
+    root, run_dir, output = run_cache.get(TRANSLATION_WITHOUT_ATTENTION)  # two epochs, two best translations
     assert "Attention heatmaps: none drawn, this model has no attention" in output
     assert not (run_dir / "attention").exists()
     assert sum(entry["count"] for entry in json.loads((run_dir / "metrics.json").read_text())["by_length"]["buckets"]) == 40
     rows = [line.split("\t") for line in (run_dir / "translations.tsv").read_text().splitlines()[:6]]
-    served = serve_in_tensorflow_only(tmp_path / "exports" / "tiny" / "1", {"rows": [row[0] for row in rows]})["rows"]
+    served = serve_in_tensorflow_only(root / "saved_models" / "tiny" / "1", {"rows": [row[0] for row in rows]})["rows"]
     assert served["translation"]["value"] == [row[1] for row in rows]
     assert served["translations"]["shape"] == [6, 2]
     assert all(a >= b for a, b in served["scores"]["value"])
