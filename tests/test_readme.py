@@ -64,6 +64,14 @@ def test_layer_example_runs(fresh_python):
     assert result.stdout.strip().splitlines()[-3:] == ["(2, 4, 32) (2, 4, 32)", "(2, 4, 64)", "(2, 4, 1000)"]
 
 
+@pytest.mark.slow
+def test_word_vectors_example_runs(fresh_python):
+    (code,) = re.findall(r"```python\n(.*?)```", _section("Pretrained word vectors in your own model", "docs/layers.md"), re.S)
+    result = fresh_python(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-2:] == ["(7, 50) 4 5 0.984", "(1, 3, 50)"]
+
+
 def test_quickstart_has_two_commands_and_ci_runs_the_test_one():
     commands = _quickstart_commands()
     assert len(commands) == 2

@@ -99,3 +99,41 @@ def test_structured_self_attention_s_contract():
     for bad in ({"hops": 0}, {"units": True}, {"penalty": -1.0}):
         with pytest.raises(ValueError, match="Expected"):
             StructuredSelfAttention(**bad)
+
+
+ENCODER = {"cell_type": "gru", "units": 4, "bidirectional": True}
+
+
+def test_the_models_attention_maps_are_the_weights_they_pool_and_tag_with():
+    from seqtasks.models import SequenceTagger
+    from seqtasks.models.text_classifier import TextClassifier
+
+    ids = np.array([[5, 6, 7, 8], [9, 4, 0, 0]], "int32")
+    real = ids != 0
+    classifier = TextClassifier(20, 2, embedding_dim=6, encoder=ENCODER, pooling="structured", hops=3, self_attention="luong")
+    maps = {name: _np(value) for name, value in classifier.attention_maps(ids).items()}
+    assert sorted(maps) == ["hops", "self_attention"]
+    assert maps["hops"].shape == (2, 3, 4) and maps["self_attention"].shape == (2, 4, 4)
+    np.testing.assert_allclose(maps["hops"].mean(axis=1), _np(classifier.text_vectors(ids)[1]), **tolerance(atol=1e-6))
+    np.testing.assert_allclose(maps["self_attention"].sum(-1), real.astype("float32"), **tolerance(atol=1e-6))
+    assert np.all(maps["self_attention"][1][:, 2:] == 0) and np.all(maps["hops"][1][:, 2:] == 0)
+    pooled = TextClassifier(20, 2, embedding_dim=6, encoder=ENCODER, pooling="attention")
+    (weights,) = pooled.attention_maps(ids).values()
+    np.testing.assert_allclose(_np(weights)[:, 0], _np(pooled.text_vectors(ids)[1]), **tolerance(atol=1e-6))
+    assert TextClassifier(20, 2, embedding_dim=6, encoder=ENCODER, pooling="max").attention_maps(ids) == {}
+
+    tagger = SequenceTagger(20, 10, 3, word_embedding_dim=6, encoder=ENCODER, self_attention="bahdanau", output_layer="softmax")
+    features = {"words": ids, "characters": np.ones((2, 4, 5), "int32"), "casing": np.zeros((2, 4), "int32")}
+    (weights,) = tagger.attention_maps(features).values()
+    np.testing.assert_allclose(_np(weights).sum(-1), real.astype("float32"), **tolerance(atol=1e-6))
+    assert SequenceTagger(20, 10, 3, word_embedding_dim=6, encoder=ENCODER).attention_maps(features) == {}
+
+
+def test_token_attention_is_drawn_per_text_with_its_tokens(tmp_path):
+    from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
+
+    maps = {"self_attention": np.full((7, 3, 3), 1 / 3), "hops": np.full((7, 2, 3), 1 / 3)}
+    tokens = [["a", "b", "c"], [], *[["x", "y"]] * 5]
+    assert draw_token_attention(maps, tokens, tmp_path / "attention") == 2 * (HEATMAPS - 1)
+    drawn = sorted(path.name for path in (tmp_path / "attention").iterdir())
+    assert drawn == sorted(f"{name}_{i}.png" for name in maps for i in (0, 2, 3, 4))

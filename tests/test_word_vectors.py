@@ -49,6 +49,11 @@ def test_words_match_exactly_then_lower_cased_then_with_digits_as_zero(tmp_path)
     assert (coverage.found, coverage.digits) == (2, 2)
     path = _write(tmp_path, "1990 1 1 1\n0000 5 5 5\n", "zeros.txt")
     np.testing.assert_allclose(embedding_matrix(path, ["0000"])[0], [[5, 5, 5]])
+    # A lower-cased vocabulary and a cased file: the first cased line stands in, a lower-cased one wins.
+    path = _write(tmp_path, "German 1 1 1\nGERMAN 2 2 2\nBerlin 3 3 3\nberlin 4 4 4\nRoute66 5 5 5\n", "cased.txt")
+    matrix, coverage = embedding_matrix(path, ["german", "berlin", "route00"])
+    np.testing.assert_allclose(matrix, [[1, 1, 1], [4, 4, 4], [5, 5, 5]])
+    assert (coverage.exact, coverage.lower, coverage.digits) == (1, 1, 1)
 
 
 @pytest.mark.parametrize("header, compress, name", [

@@ -43,7 +43,7 @@ def confusion_colours(confusion, cmap="Blues"):
     return backgrounds, texts
 
 
-def save_attention_heatmap(weights, source_tokens, output_tokens, path, title=None):
+def save_attention_heatmap(weights, source_tokens, output_tokens, path, title=None, axis_labels=("source", "output")):
     """Saves `weights` `(len(output_tokens), len(source_tokens))` as a labelled heatmap.
 
     The colour scale runs from 0 to the largest weight (the colour bar says
@@ -64,8 +64,8 @@ def save_attention_heatmap(weights, source_tokens, output_tokens, path, title=No
     image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=largest if largest > 0 else 1.0, aspect="auto")
     axes.set_xticks(range(len(source_tokens)), source_tokens, rotation=60, ha="right", rotation_mode="anchor")
     axes.set_yticks(range(len(output_tokens)), output_tokens)
-    axes.set_xlabel("source")
-    axes.set_ylabel("output")
+    axes.set_xlabel(axis_labels[0])
+    axes.set_ylabel(axis_labels[1])
     if title:
         axes.set_title(title, fontsize=9, wrap=True)
     figure.colorbar(image, ax=axes, fraction=0.04, label="attention")

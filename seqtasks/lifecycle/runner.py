@@ -43,7 +43,8 @@ class Runner:
         The task's inputs are checked first: the files and folders it reads
         (`check_inputs`), then their contents, read whole by the task
         (`Task.read_splits`), so a missing file or a malformed line leaves no
-        run folder behind. A new folder gets the merged recipe as
+        run folder behind; what only a new run reads (`Task.start_paths`) is
+        checked when no unfinished run is resumed. A new folder gets the merged recipe as
         `recipe.yaml`. The folder is locked for this process
         (`seqtasks.training.run_folders.lock_run`): a second process resuming
         the same run is refused. The distribution strategy is made before any
@@ -67,6 +68,7 @@ class Runner:
             lock_run(run_dir)
             log(f"Resuming the unfinished run in {run_dir} (--fresh starts a new one)")
         else:
+            check_inputs(task.start_paths())
             run_dir = make_run_dir(output_dir, recipe.name, time.strftime("%Y%m%d-%H%M%S"))
             lock_run(run_dir)
             write_text_atomic(run_dir / "recipe.yaml", text)

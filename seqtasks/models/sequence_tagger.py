@@ -189,6 +189,16 @@ class SequenceTagger(keras.Model):
         return words
 
     def call(self, inputs, training=None):
+        outputs, _ = self._states(inputs, training)
+        return self.potentials(self.output_dropout(outputs, training=training))
+
+    def attention_maps(self, inputs):
+        """The self-attention weights over a batch's tokens (inference mode), by name: `{"self_attention":
+        (batch, time, time)}` (row i: token i over every token of its sentence), or `{}` without the block."""
+        _, weights = self._states(inputs, False)
+        return {} if weights is None else {"self_attention": weights}
+
+    def _states(self, inputs, training):
         words = ops.cast(inputs["words"], "int32")
         mask = ops.not_equal(words, PAD_ID)
         features = [self.word_embedding(self.words_read(words, training))]
@@ -198,9 +208,9 @@ class SequenceTagger(keras.Model):
             features.append(ops.one_hot(ops.cast(inputs["casing"], "int32"), CASING_CLASSES, dtype=features[0].dtype))
         x = self.input_dropout(ops.concatenate(features, axis=-1), training=training)
         outputs, _ = self.encoder_layer(x, mask=mask, training=training)
-        if self.self_attention_block is not None:
-            outputs, _ = self.self_attention_block(outputs, mask=mask, training=training)
-        return self.potentials(self.output_dropout(outputs, training=training))
+        if self.self_attention_block is None:
+            return outputs, None
+        return self.self_attention_block(outputs, mask=mask, training=training)
 
     def decode(self, inputs):
         """The best tags `(batch, time)` int32 (inference mode), 0 at padding."""

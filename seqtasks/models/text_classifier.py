@@ -174,6 +174,21 @@ class TextClassifier(keras.Model):
         # Final states are [h, c] (LSTM) or [h] per direction, forward first.
         return ops.concatenate([top[0], top[len(top) // 2]], axis=-1), None
 
+    def attention_maps(self, token_ids):
+        """Every attention weight over a batch's tokens (inference mode), by name, each `(batch, rows, time)`:
+        `"self_attention"` (row i: token i over every token), `"pooling"` (attention pooling's one row) or
+        `"hops"` (a structured pooling's row per hop); `{}` for last-state or max pooling alone."""
+        mask = ops.not_equal(token_ids, PAD_ID)
+        outputs, _ = self.encoder_layer(self.embedding(token_ids), mask=mask)
+        maps = {}
+        if self.self_attention_block is not None:
+            outputs, maps["self_attention"] = self.self_attention_block(outputs, mask=mask)
+        if self.pooling == "structured":
+            maps["hops"] = self.attention_pooling(outputs, mask=mask)[1]
+        elif self.attention_pooling is not None:
+            maps["pooling"] = ops.expand_dims(self.attention_pooling(outputs, mask=mask)[1], 1)
+        return maps
+
     def call(self, inputs, training=None):
         vectors, _ = self.text_vectors(inputs, training=training)
         return self.output_dense(self.dropout_layer(vectors, training=training))

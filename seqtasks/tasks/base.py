@@ -76,6 +76,11 @@ class Task(abc.ABC):
             if kind and value and kind != "written":
                 yield value, "folder" if kind == "folder" else "file"
 
+    def start_paths(self):
+        """`(path, "file", what it is for)` of what only a new run reads, as it prepares (pretrained vectors):
+        checked before a new run folder is made; a resumed run has it in its folder already. None by default."""
+        return []
+
     def read_file(self, path):
         """The examples of a data file in the recipe's format, for `seqtasks eval`, after `restore`."""
         raise SeqtasksError(f"task {self.recipe.task!r} makes its own data; it has no data files to evaluate on")

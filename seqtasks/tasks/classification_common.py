@@ -80,6 +80,18 @@ def predict_probabilities(model, encode, texts, batch_size):
     return np.stack(rows) if rows else np.zeros((0, model.num_classes), np.float32)
 
 
+def classifier_attention_maps(model, encode, texts):
+    """The attention maps (`TextClassifier.attention_maps`, an ensemble's averaged over its members) of `texts`
+    as NumPy arrays by name, and the token ids they were read from `(texts, time)`."""
+    import numpy as np
+    import tensorflow as tf
+
+    ids = _padded_ids(encode, tf.constant(texts)).numpy()
+    members = [member.attention_maps(ids) for member in getattr(model, "member_models", [model])]
+    maps = {name: np.mean([np.asarray(maps[name], np.float32) for maps in members], axis=0) for name in members[0]}
+    return maps, ids
+
+
 def make_classifier_server(model, tokenizer, encode, names, max_length, keep="first"):
     """A `tf.Module` whose `serve` maps `text` `[None]` to `label` and `probabilities`.
 

@@ -125,11 +125,10 @@ class NerTask(Task):
             return train, self._read(config.validation_path)
         return split_examples(train, config.validation_size, self.recipe.seed)
 
-    def input_paths(self):
+    def start_paths(self):
         from seqtasks.tasks.pretrained_vectors import vectors_path
 
-        yield from super().input_paths()
-        yield from vectors_path(self.recipe.model.word_vectors)
+        return vectors_path(self.recipe.model.word_vectors)
 
     def heldout_splits(self):
         # Whole documents: sentences of one story share names, so a split by sentence would leak them.
@@ -264,6 +263,20 @@ class NerTask(Task):
             "train_tokens_per_second": round(tokens_per_batch * history.batches_seen / history.train_seconds, 1),
         }
 
+    def _draw_attention(self, model, sentences, folder):
+        import numpy as np
+        import tensorflow as tf
+
+        from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
+
+        batch = [words for words in sentences[:HEATMAPS]]
+        features = self.featurizer.features(tf.ragged.constant(batch, tf.string))
+        maps = {name: np.asarray(value, np.float32) for name, value in model.attention_maps(features).items()}
+        if not maps:
+            return 0
+        length = next(iter(maps.values())).shape[-1]
+        return draw_token_attention(maps, [words[:length] for words in batch], folder)
+
     def evaluate(self, model, examples, out_dir):
         """Entity-level precision, recall and F1 (seqeval, conlleval rules) per type; `predictions.conll` in `out_dir`."""
         from seqeval.metrics import classification_report
@@ -297,6 +310,9 @@ class NerTask(Task):
             f"  {name:<16} P {s['precision']:.3f}  R {s['recall']:.3f}  F1 {s['f1-score']:.3f}  n={int(s['support'])}"
             for name, s in sorted(per_type.items())
         ]
+        drawn = self._draw_attention(model, sentences, out_dir / "attention")
+        if drawn:
+            lines.append(f"Attention maps: {drawn} drawn in {out_dir / 'attention'}")
         lines.append("Sample tags:")
         lines += [
             "  " + " ".join(w if t == "O" else f"[{w}|{t}]" for w, t in zip(words, labels))

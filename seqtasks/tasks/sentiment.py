@@ -118,8 +118,6 @@ class SentimentTask(Task):
         return split_examples(train, config.validation_size, self.recipe.seed)
 
     def input_paths(self):
-        from seqtasks.tasks.pretrained_vectors import vectors_path
-
         data = self.recipe.data
         for path, _ in super().input_paths():
             if data.format == "folders":
@@ -128,7 +126,11 @@ class SentimentTask(Task):
                 yield from ((f"{path}.{label}", "file") for label in data.labels)
             else:
                 yield path, "file"
-        yield from vectors_path(self.recipe.model.word_vectors)
+
+    def start_paths(self):
+        from seqtasks.tasks.pretrained_vectors import vectors_path
+
+        return vectors_path(self.recipe.model.word_vectors)
 
     def read_file(self, path):
         from seqtasks.data.labelled_text import read_labelled_texts
@@ -265,6 +267,9 @@ class SentimentTask(Task):
         report += [
             f"  {names[predicted[i]]:>10} (actual {names[actual[i]]}): {texts[i][:100]}" for i in range(min(5, len(texts)))
         ]
+        drawn = self._draw_attention(model, texts, out_dir / "attention")
+        if drawn:
+            report.append(f"Attention maps: {drawn} drawn in {out_dir / 'attention'}")
         metrics = {
             "validation": {"accuracy": scores["accuracy"], "macro_f1": scores["macro_f1"]},
             "per_class_f1": scores["per_class_f1"],
@@ -272,6 +277,15 @@ class SentimentTask(Task):
             "predict_texts_per_second": round(len(texts) / predict_seconds, 1),
         }
         return Evaluation(metrics, report)
+
+    def _draw_attention(self, model, texts, folder):
+        from seqtasks.tasks.classification_common import classifier_attention_maps
+        from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
+        from seqtasks.text.special_ids import PAD_ID
+
+        maps, ids = classifier_attention_maps(model, self.encode, texts[:HEATMAPS])
+        tokens = [[self.tokenizer.vocab[i] for i in row if i != PAD_ID] for row in ids]
+        return draw_token_attention(maps, tokens, folder) if maps else 0
 
     def label_names(self):
         return list(self.names)

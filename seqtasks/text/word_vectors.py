@@ -118,10 +118,13 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
         # A few words of some files hold spaces ("at name@domain.com" in GloVe 840B): the numbers are the last.
         word, values = " ".join(parts[:-size]), parts[-size:]
         found = list(wanted.get(word, ()))
-        if _DIGIT.search(word):  # a vocabulary that reads digits as 0 ("0000") takes the file's most frequent "1990"
-            found += [(index, 3) for index in normalized.get(candidates(word)[2], ())]
+        # A vocabulary read lower-cased (and digits as 0) takes a cased file's first "German" ("1990").
+        _, lower, digits = candidates(word)
+        for level, key in ((3, lower), (4, digits)):
+            if key != word:
+                found += [(index, level) for index in normalized.get(key, ())]
         for index, level in found:
-            if level < levels.get(index, 4):
+            if level < levels.get(index, 5):
                 rows[index], levels[index] = _numbers(values, path, number), level
     if size is None:
         raise SeqtasksError(f"{path}: no vectors in the file")
@@ -131,7 +134,7 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
     matrix[:reserved] = 0.0
     for index, row in rows.items():
         matrix[index] = row
-    exact, lower, digits = (sum(1 for level in levels.values() if level in group) for group in ({0}, {1}, {2, 3}))
+    exact, lower, digits = (sum(1 for level in levels.values() if level in group) for group in ({0}, {1, 3}, {2, 4}))
     coverage = Coverage(
         str(path), size, len(vocabulary) - reserved, len(rows), exact, lower, digits, scale=round(scale, 6)
     )
