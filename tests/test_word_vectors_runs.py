@@ -128,6 +128,22 @@ def test_frozen_vectors_end_as_they_started(sentiment_vectors_run):
     assert "Vocabulary: " in output and "more from the word vectors" not in output
 
 
+def test_a_structured_pooling_export_serves_the_mean_of_its_hops(sentiment_vectors_run):
+    import seqtasks
+    from seqtasks.tasks.classification_common import classifier_attention_maps
+
+    (root, run_dir, _), _ = sentiment_vectors_run
+    texts = ["a truly great movie", "dull and far too long"]
+    served = seqtasks.load(root / "saved_models" / "tiny").attention(texts)
+    runner_model = seqtasks.load(run_dir)
+    maps, ids = classifier_attention_maps(runner_model._model, runner_model._runner.task.encode, texts)
+    for index, row in enumerate(served):
+        count = len(row["tokens"])
+        assert count == int((ids[index] != 0).sum()) > 0
+        np.testing.assert_allclose(row["attention"], maps["hops"][index].mean(axis=0)[:count], atol=1e-5)
+        assert sum(row["attention"]) == pytest.approx(1.0, abs=1e-5)
+
+
 def test_self_attention_and_its_hops_are_drawn_after_evaluation(ner_vectors_run, sentiment_vectors_run):
     for (_, run_dir, output), _ in (ner_vectors_run, sentiment_vectors_run):
         drawn = sorted(path.name for path in (run_dir / "attention").iterdir())

@@ -1,6 +1,8 @@
 """Attention over a text's own tokens (self-attention, attention pooling, structured hops), drawn after evaluation."""
 
 HEATMAPS = 5
+# A review of 400 words drawn whole is a picture 16,000 pixels wide: its first tokens are drawn.
+MAX_DRAWN_TOKENS = 60
 
 _ROWS = {
     "self_attention": ("self-attention: each token (row) over its text", "attending token"),
@@ -14,7 +16,8 @@ def draw_token_attention(maps, tokens, folder):
 
     `maps` holds a model's `attention_maps` as NumPy arrays `(texts, rows,
     time)` by name; `tokens` one list per text (padding cut), in the same
-    order. Nothing is drawn for a text without tokens.
+    order. Nothing is drawn for a text without tokens; a long one is drawn
+    up to its first `MAX_DRAWN_TOKENS` tokens.
     """
     from seqtasks.evaluation.plots import save_attention_heatmap
 
@@ -24,9 +27,11 @@ def draw_token_attention(maps, tokens, folder):
         for index, words in enumerate(tokens[:HEATMAPS]):
             if not words:
                 continue
-            rows = weights[index][: len(words) if name == "self_attention" else None, : len(words)]
-            labels = words if name == "self_attention" else [f"{row_label} {row + 1}" for row in range(len(rows))]
+            shown = words[:MAX_DRAWN_TOKENS]
+            rows = weights[index][: len(shown) if name == "self_attention" else None, : len(shown)]
+            labels = shown if name == "self_attention" else [f"{row_label} {row + 1}" for row in range(len(rows))]
+            cut = f" (its first {len(shown)} of {len(words)} tokens)" if len(shown) < len(words) else ""
             folder.mkdir(parents=True, exist_ok=True)
-            save_attention_heatmap(rows, words, labels, folder / f"{name}_{index}.png", title, ("token", row_label))
+            save_attention_heatmap(rows, shown, labels, folder / f"{name}_{index}.png", title + cut, ("token", row_label))
             drawn += 1
     return drawn
