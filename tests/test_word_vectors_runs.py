@@ -185,5 +185,6 @@ def test_a_missing_vectors_file_is_named_with_its_field_before_any_run_folder(tm
         "run", tmp_path / "tiny.yaml", "--output-dir", tmp_path / "runs", "--set", "data.tokenizer=words",
         "--set", f"model.word_vectors.path={tmp_path / 'glove.txt'}", expect=2,
     )
-    assert "model.word_vectors.path" in result.output and "glove" in result.output.lower()
+    assert f"{tmp_path / 'glove.txt'}: no such data file (model.word_vectors.path: " in result.output
+    assert "https://nlp.stanford.edu/projects/glove/" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "runs").exists()

@@ -88,8 +88,7 @@ def classifier_attention_maps(model, encode, texts):
 
     ids = _padded_ids(encode, tf.constant(texts)).numpy()
     members = [member.attention_maps(ids) for member in getattr(model, "member_models", [model])]
-    maps = {name: np.mean([np.asarray(maps[name], np.float32) for maps in members], axis=0) for name in members[0]}
-    return maps, ids
+    return {name: np.mean([np.asarray(each[name], np.float32) for each in members], axis=0) for name in members[0]}, ids
 
 
 def make_classifier_server(model, tokenizer, encode, names, max_length, keep="first"):

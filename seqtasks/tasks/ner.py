@@ -269,7 +269,7 @@ class NerTask(Task):
 
         from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
 
-        batch = [words for words in sentences[:HEATMAPS]]
+        batch = sentences[:HEATMAPS]
         features = self.featurizer.features(tf.ragged.constant(batch, tf.string))
         maps = {name: np.asarray(value, np.float32) for name, value in model.attention_maps(features).items()}
         if not maps:

@@ -5,8 +5,9 @@ vocabulary asks for are kept, so a 400,000 x 300 file needs a few MB, not
 several GB. A vocabulary word takes, as the NER literature matches words
 (Lample et al. 2016), the file's vector of the word itself, else of the word
 lower-cased, else lower-cased with every digit read as 0; a vocabulary word
-that reads digits as 0 itself ("0000") takes the first file word that does
-("1990", the most frequent in GloVe's order). Words the file does
+that is itself lower-cased or reads digits as 0 ("german", "0000") takes
+the first file word that does ("German", "1990": the most frequent in the
+file's order) unless the file has it as it is. Words the file does
 not have start from a small random vector of the file's scale (the standard
 deviation of the vectors kept). A word2vec or fastText header line
 (`count dim`) is skipped; a line of another length, or numbers that are not
@@ -102,11 +103,11 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
     Returns:
         The matrix and a `Coverage`.
     """
-    wanted, normalized = {}, {}
+    wanted, by_word = {}, {}
     for index, word in enumerate(vocabulary[reserved:], start=reserved):
         for level, key in enumerate(candidates(word)):
             wanted.setdefault(key, []).append((index, level))
-        normalized.setdefault(word, []).append(index)
+        by_word.setdefault(word, []).append(index)
     rows, levels, size = {}, {}, None
     for parts, number in _read(path):
         if size is None:
@@ -122,7 +123,7 @@ def embedding_matrix(path, vocabulary, reserved=0, counts=None, dimension=None, 
         _, lower, digits = candidates(word)
         for level, key in ((3, lower), (4, digits)):
             if key != word:
-                found += [(index, level) for index in normalized.get(key, ())]
+                found += [(index, level) for index in by_word.get(key, ())]
         for index, level in found:
             if level < levels.get(index, 5):
                 rows[index], levels[index] = _numbers(values, path, number), level
