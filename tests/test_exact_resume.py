@@ -15,7 +15,6 @@ from trained_runs import (
     NER_RECIPE,
     TRANSLATION_WITHOUT_ATTENTION,
     conll_sentences,
-    stop_and_resume_script,
     write_translation_for_resume,
 )
 
@@ -87,29 +86,3 @@ def test_a_run_without_attention_stopped_mid_epoch_and_resumed_ends_as_the_unint
     assert resumed["history"] == uninterrupted["history"]
     assert resumed["validation"] == uninterrupted["validation"]
     assert resumed["epochs_run"] == 2
-
-
-_TWO_LOGICAL_CPUS = """
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-"""
-
-
-def test_a_mirrored_run_over_two_replicas_resumes_mid_epoch_as_the_uninterrupted_run(fresh_python, tmp_path):
-    overrides = COMMON + _translation(tmp_path) + [
-        "distribute.strategy=mirrored",
-        "distribute.devices=[/cpu:0, /cpu:1]",
-    ]
-    script = stop_and_resume_script(tmp_path, overrides, setup=_TWO_LOGICAL_CPUS)
-    result = fresh_python(script, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["epochs"] == 2
-    uninterrupted, resumed = found["uninterrupted"], found["resumed"]
-    assert uninterrupted.keys() == resumed.keys() and len(uninterrupted["loss"]) == 2
-    # Each replica keeps its own running metric totals; the sums over replicas may add up in
-    # another order from run to run (tests/test_replica_equivalence.py), hence a tolerance far
-    # below what losing the totals of the epoch's first steps changes.
-    for name, values in uninterrupted.items():
-        assert resumed[name] == pytest.approx(values, rel=1e-4), name

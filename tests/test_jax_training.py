@@ -1,9 +1,11 @@
 """Training under Keras' JAX backend: every task trains, resumes and exports a SavedModel TensorFlow serves alike.
 
-Each test runs `seqtasks` in a fresh process started with `KERAS_BACKEND=jax`
-(this process runs TensorFlow's Keras). The exports are then served by a
-process that imports TensorFlow alone, and must give the JAX model's own
-evaluation outputs.
+One fresh process started with `KERAS_BACKEND=jax` (this process runs
+TensorFlow's Keras) runs `seqtasks` on every task, then stops the translation
+run's recipe at a step checkpoint mid-epoch and resumes it: the translation
+run of the sweep is the uninterrupted run the resumed one must equal. The
+exports are served by a process that imports TensorFlow alone, and must give
+the JAX model's own evaluation outputs.
 """
 
 import json
@@ -11,8 +13,9 @@ import math
 
 import pytest
 from conftest import SAMPLE_PAIRS, serve_in_tensorflow_only
+from trained_runs import EXACT_RESUME, RESUMABLE, json_lines, stop_and_resume_script, write_translation_for_resume
 
-pytestmark = pytest.mark.slow  # trainings in fresh processes, compiled by XLA
+pytestmark = pytest.mark.slow  # trainings in a fresh process, compiled by XLA
 
 _EVERY_TASK = """
 import json, sys
@@ -26,8 +29,8 @@ tiny = ["model.encoder.units=16", "model.decoder.units=16", "model.embedding_dim
 # barely trained model's near-tied hypotheses came out different under JAX and TensorFlow.
 whole_epoch = ["training.max_minutes=null"]
 extra = {
-    "translation": ["data.path=" + SAMPLE_PAIRS_PATH, "data.validation_size=20", "data.max_length=12", "data.source_vocab_size=400",
-                    "data.target_vocab_size=400"] + tiny,
+    # The exact-resume recipe (RNNsearch's decoder, dropout, two epochs, a step checkpoint every 3 steps), whole.
+    "translation": RESUME_OVERRIDES + ["training.max_minutes=null", "name=translation"],
     "sentiment": ["data.validation_size=20", "data.vocab_size=300", "model.encoder.units=8", "model.embedding_dim=8"],
     "ner": ["model.encoder.units=8", "model.word_embedding_dim=8", "model.char_filters=4"],
     # The decoder without attention (beam search, n-best), named apart so it has its own folders.
@@ -39,11 +42,13 @@ extra = {
                    "model.decoding.beam_width=1"],
 }
 results = {}
+recipes = {"translation": RESUME_RECIPE}
 for task, overrides in extra.items():
     flags = [flag for override in common + overrides for flag in ("--set", override)]
-    out = CliRunner().invoke(main, ["run", task.split("-")[0], "--output-dir", root + "/runs"] + flags)
+    recipe = recipes.get(task, task.split("-")[0])
+    out = CliRunner().invoke(main, ["run", recipe, "--output-dir", root + "/runs"] + flags)
     results[task] = {"exit": out.exit_code, "output": out.output[-3000:], "error": str(out.exception or "")[-1000:]}
-print(json.dumps(results))
+print(json.dumps(results), flush=True)
 """
 
 
@@ -52,11 +57,17 @@ def jax_runs(tmp_path_factory, jax_env):
     from conftest import run_python
 
     root = tmp_path_factory.mktemp("jax")
-    script = _EVERY_TASK.replace("SAMPLE_PAIRS_PATH", repr(str(SAMPLE_PAIRS)))
-    result = run_python(script.replace("sys.argv[1]", repr(str(root))), env=jax_env, timeout=900)
+    resume = root / "resume"
+    resume.mkdir()
+    overrides = write_translation_for_resume(resume)
+    script = _EVERY_TASK.replace("SAMPLE_PAIRS_PATH", repr(str(SAMPLE_PAIRS))).replace("sys.argv[1]", repr(str(root)))
+    script = script.replace("RESUME_RECIPE", repr(str(resume / "recipe.yaml")))
+    script = script.replace("RESUME_OVERRIDES", repr([*RESUMABLE, *overrides]))
+    script += stop_and_resume_script(resume, [*EXACT_RESUME, *overrides], uninterrupted=False)
+    result = run_python(script, env=jax_env, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
-    results = json.loads(result.stdout.strip().splitlines()[-1])
-    runs = {}
+    *_, results, resumed = json_lines(result.stdout)
+    runs = {"resumed": resumed}
     for task, outcome in results.items():
         assert outcome["exit"] == 0, (task, outcome)
         (run_dir,) = (root / "runs" / task).iterdir()
@@ -76,6 +87,13 @@ def test_every_task_trains_under_jax_and_says_so(jax_runs, task):
     assert (_export(run_dir, task) / "saved_model.pb").is_file()
     # The export's own copy of the recipe says what trained it.
     assert "\nbackend: jax\n" in (_export(run_dir, task) / "assets.extra" / "recipe.yaml").read_text()
+
+
+def test_a_jax_run_stopped_mid_epoch_resumes_as_the_uninterrupted_run(jax_runs):
+    _, _, metrics = jax_runs["translation"]
+    resumed = jax_runs["resumed"]
+    assert len(metrics["history"]["loss"]) == 2 and resumed["epochs"] == 2
+    assert resumed["resumed"] == metrics["history"]
 
 
 def _export(run_dir, task):

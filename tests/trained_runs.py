@@ -387,7 +387,7 @@ from seqtasks.lifecycle.runner import Runner
 root, overrides = Path(ROOT), OVERRIDES
 recipe = load_recipe(root / "recipe.yaml", overrides)
 quiet = lambda line: None
-uninterrupted = Runner.start(recipe, root / "uninterrupted", log=quiet).train()
+uninterrupted = Runner.start(recipe, root / "uninterrupted", log=quiet).train() if UNINTERRUPTED else {"history": None}
 save = TrainingCheckpoints.save
 
 
@@ -413,10 +413,17 @@ print(json.dumps({"uninterrupted": uninterrupted["history"], "resumed": resumed[
 """
 
 
-def stop_and_resume_script(root, overrides, setup=""):
+def json_lines(stdout):
+    """The JSON objects a script printed, one a line, among its other output."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def stop_and_resume_script(root, overrides, setup="", uninterrupted=True):
     """A script for a fresh process: `setup`, then the recipe `root/recipe.yaml` with `overrides` trained
-    whole, then stopped at a step checkpoint inside epoch 2 and resumed; it prints both histories as JSON."""
-    return setup + _STOP_AND_RESUME.replace("ROOT", repr(str(root))).replace("OVERRIDES", repr(list(overrides)))
+    whole (unless not `uninterrupted`: the caller trained it), then stopped at a step checkpoint inside epoch 2
+    and resumed; it prints the histories as JSON."""
+    script = _STOP_AND_RESUME.replace("ROOT", repr(str(root))).replace("OVERRIDES", repr(list(overrides)))
+    return setup + script.replace("UNINTERRUPTED", repr(uninterrupted))
 
 
 # What the exact-resume tests add to a recipe: resumable, and no export.
