@@ -7,7 +7,14 @@ import pytest
 import tensorflow as tf
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.export.saved_model import describe_signature, export_saved_model, saved_model_folder, unchanged_export, weights_sha256
+from seqtasks.export.saved_model import (
+    describe_signature,
+    export_saved_model,
+    module_signatures,
+    saved_model_folder,
+    unchanged_export,
+    weights_sha256,
+)
 
 
 class Shout(tf.Module):
@@ -299,3 +306,17 @@ def test_the_servability_check_refuses_an_export_that_calls_python(tmp_path):
     folder = export_saved_model(module, module.serve, tmp_path, "python")
     with pytest.raises(AssertionError, match=r"ops TensorFlow Serving lacks: \['EagerPyFunc'\]"):
         serve_in_tensorflow_only(folder, {"rows": ["a"]})
+
+
+def test_a_module_s_signatures_are_its_own_list_or_its_serve_as_serving_default():
+    class Plain(tf.Module):
+        def serve(self, x):
+            return x
+
+    class Several(Plain):
+        def serving_signatures(self):
+            return {"serving_default": self.serve, "other": self.serve}
+
+    plain, several = Plain(), Several()
+    assert module_signatures(plain) == {"serving_default": plain.serve}
+    assert module_signatures(several) == {"serving_default": several.serve, "other": several.serve}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.text.word_vectors import candidates, embedding_matrix
+from seqtasks.text.word_vectors import candidates, embedding_matrix, first_words
 
 GLOVE = "the 0.1 0.2 0.3\nparis 1 2 3\nfrance -1 -2 -3\n1990 4 5 6\n0000 7 8 9\n"
 
@@ -133,3 +133,14 @@ def test_only_the_vocabulary_s_rows_are_kept_in_memory(tmp_path):
     tracemalloc.stop()
     assert matrix.shape == (100, 300) and coverage.found == 100
     assert peak < 5_000_000, peak
+
+
+@pytest.mark.parametrize("header, compress", [(False, False), (True, True)])
+def test_first_words_are_the_file_s_first_words_in_order_after_any_header(tmp_path, header, compress):
+    lines = ["the 0.1 0.2", "Of -1 2", "and 3 4", "to 5 6"]
+    text = ("4 2\n" if header else "") + "\n".join(lines) + "\n"
+    path = tmp_path / ("vectors.txt.gz" if compress else "vectors.txt")
+    path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
+    assert first_words(path, 3) == ["the", "Of", "and"]
+    assert first_words(path, 10) == ["the", "Of", "and", "to"]
+    assert first_words(path, 0) == []
