@@ -40,6 +40,17 @@ def test_the_selected_tests_exist_and_the_slow_tier_is_left_out():
         assert "pytestmark = pytest.mark.slow" not in (REPO / path).read_text(encoding="utf-8"), path
 
 
+def test_every_fast_test_file_of_the_layers_and_searches_is_selected():
+    # The layers' and searches' tests are what kills their mutants: a file left out makes its mutants survive.
+    selected = set(CONFIG["pytest_add_cli_args_test_selection"])
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        core = "from seqtasks.layers" in text or "from seqtasks.decoding" in text
+        fast = "pytestmark = pytest.mark.slow" not in text and text.count("def test_") > text.count("mark.slow")
+        if core and fast:
+            assert path.relative_to(REPO).as_posix() in selected, path.name
+
+
 def test_the_equivalent_list_gives_a_reason_for_each_mutant(tmp_path):
     listed = mutation_score.read_equivalent()
     assert all(reason.strip() for reason in listed.values())
