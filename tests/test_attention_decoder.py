@@ -574,3 +574,51 @@ def test_a_target_mask_keeps_the_compute_dtype_of_a_mixed_policy(policy):
     outputs = decoder(TARGET, MEMORY, inputs_mask=inputs_mask)
     assert keras.backend.standardize_dtype(outputs.dtype) == keras.DTypePolicy(policy).compute_dtype
     assert np.all(np.array(outputs, "float32")[~inputs_mask] == 0.0)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"units": 12, "num_layers": 2, "attention": "luong", "score": "dot"},  # input feeding
+        {"units": 10, "placement": "before", "attention": "bahdanau", "gate": True, "deep_output": "linear"},
+    ],
+)
+def test_a_scan_s_gradients_are_those_of_the_keras_cells(config, monkeypatch):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the LSTM products read transposed kernels under TensorFlow only")
+    import tensorflow as tf
+
+    decoder = AttentionDecoder(**config)
+    decoder(TARGET, MEMORY, memory_mask=MEMORY_MASK)
+    target, memory = tf.constant(TARGET), tf.constant(MEMORY)
+
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch([target, memory])
+            outputs = decoder(target, memory, memory_mask=MEMORY_MASK)
+            loss = tf.reduce_sum(outputs * outputs)
+        return [g.numpy() for g in tape.gradient(loss, [target, memory, *decoder.trainable_variables])]
+
+    assert decoder._transposed_kernels() is not None
+    fast = gradients()
+    monkeypatch.setattr(decoder, "_transposed_kernels", lambda: None)  # the Keras cells themselves
+    for got, expected in zip(fast, gradients(), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_only_lstm_layers_under_tensorflow_read_their_kernels_transposed():
+    lstm = AttentionDecoder(units=6, num_layers=2, attention="luong", score="general")
+    lstm(TARGET, MEMORY)
+    gru = AttentionDecoder(units=6, cell_type="gru", attention="luong", score="general")
+    gru(TARGET, MEMORY)
+    assert gru._transposed_kernels() is None
+    kernels = lstm._transposed_kernels()
+    if keras.backend.backend() != "tensorflow":
+        assert kernels is None
+        return
+    assert len(kernels) == 2
+    for layer, (kernel, kernel_t, recurrent, recurrent_t) in zip(lstm.rnn_layers, kernels, strict=True):
+        np.testing.assert_array_equal(np.asarray(kernel), np.asarray(layer.cell.kernel))
+        np.testing.assert_array_equal(np.asarray(kernel_t), np.asarray(layer.cell.kernel).T)
+        np.testing.assert_array_equal(np.asarray(recurrent), np.asarray(layer.cell.recurrent_kernel))
+        np.testing.assert_array_equal(np.asarray(recurrent_t), np.asarray(layer.cell.recurrent_kernel).T)

@@ -475,7 +475,7 @@ class AttentionDecoder(keras.layers.Layer):
             masks = tuple(mask[0] for mask in masks)
         return self._step(inputs, state, memory_cache, masks)
 
-    def _step(self, inputs, state, memory_cache, dropout_masks):
+    def _step(self, inputs, state, memory_cache, dropout_masks, kernels=None):
         layer_states = self._layer_states(state)
         x = inputs
         context = weights = None
@@ -495,7 +495,10 @@ class AttentionDecoder(keras.layers.Layer):
         for index, layer_state in enumerate(layer_states):
             if index > 0 and dropout_masks is not None:
                 x = x * dropout_masks[index - 1]
-            x, layer_new_state = self.rnn_layers[index].cell(x, layer_state)
+            if kernels is None:
+                x, layer_new_state = self.rnn_layers[index].cell(x, layer_state)
+            else:
+                x, layer_new_state = self._lstm_cell(self.rnn_layers[index].cell, x, layer_state, kernels[index])
             if not isinstance(layer_new_state, (list, tuple)):
                 layer_new_state = [layer_new_state]
             new_state.extend(layer_new_state)
@@ -507,6 +510,33 @@ class AttentionDecoder(keras.layers.Layer):
         if self.input_feeding:
             new_state.append(output)
         return output, new_state, weights
+
+    def _transposed_kernels(self):
+        """Each LSTM layer's kernels and their transposes, for `_lstm_cell`; `None` where the cells run as they are.
+
+        Under TensorFlow a scan's gradient multiplies by every kernel transposed at
+        every step (oneDNN's transposed products took 2-3x a plain one's time on
+        the captioner's 2,048-wide LSTM kernel); read transposed once, before the scan, they are plain products.
+        """
+        if self.cell_type != "lstm" or keras.backend.backend() != "tensorflow":
+            return None
+        kernels = []
+        for layer in self.rnn_layers:
+            kernel = ops.cast(layer.cell.kernel, self.compute_dtype)
+            recurrent = ops.cast(layer.cell.recurrent_kernel, self.compute_dtype)
+            kernels.append((kernel, ops.transpose(kernel), recurrent, ops.transpose(recurrent)))
+        return kernels
+
+    def _lstm_cell(self, cell, inputs, state, kernels):
+        """`cell(inputs, state)` of a Keras `LSTMCell` (its fused form), its products through `_product`."""
+        kernel, kernel_t, recurrent, recurrent_t = kernels
+        h, c = state
+        z = _product(inputs, kernel, kernel_t) + _product(h, recurrent, recurrent_t)
+        z = z + ops.cast(cell.bias, z.dtype)
+        z_i, z_f, z_c, z_o = ops.split(z, 4, axis=1)
+        c = cell.recurrent_activation(z_f) * c + cell.recurrent_activation(z_i) * cell.activation(z_c)
+        h = cell.recurrent_activation(z_o) * cell.activation(c)
+        return h, [h, c]
 
     def _attend(self, query, keys, memory, memory_mask):
         context, weights = self.attention_layer.attend(query, keys, memory, memory_mask)
@@ -578,12 +608,13 @@ class AttentionDecoder(keras.layers.Layer):
             if mask_sizes:
                 pieces = ops.split(step_inputs, np.cumsum([input_dim] + mask_sizes[:-1]).tolist(), axis=-1)
                 step_inputs, step_masks = pieces[0], pieces[1:]
-            output, new_state, weights = self._step(step_inputs, carry[0], cache, step_masks)
+            output, new_state, weights = self._step(step_inputs, carry[0], cache, step_masks, kernels)
             new_carry = (new_state, output)
             if attends:
                 new_carry += (ops.cast(weights, self.compute_dtype),)
             return new_carry, new_carry
 
+        kernels = self._transposed_kernels()
         init = (state, ops.zeros((batch_size, self.attentional_size), dtype=self.compute_dtype))
         if attends:
             init += (ops.zeros_like(ops.cast(cache[2], self.compute_dtype)),)
@@ -678,3 +709,15 @@ class AttentionDecoder(keras.layers.Layer):
             }
         )
         return config
+
+
+@ops.custom_gradient
+def _product(x, kernel, kernel_t):
+    """`x @ kernel`, whose gradient for `x` is `upstream @ kernel_t` (`kernel` transposed beforehand)."""
+
+    def gradient(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return ops.matmul(upstream, kernel_t), ops.matmul(ops.transpose(x), upstream), ops.zeros_like(kernel_t)
+
+    return ops.matmul(x, kernel), gradient
