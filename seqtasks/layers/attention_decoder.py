@@ -515,8 +515,9 @@ class AttentionDecoder(keras.layers.Layer):
         """Each LSTM layer's kernels and their transposes, for `_lstm_cell`; `None` where the cells run as they are.
 
         Under TensorFlow a scan's gradient multiplies by every kernel transposed at
-        every step (oneDNN's transposed products took 2-3x a plain one's time on
-        the captioner's 2,048-wide LSTM kernel); read transposed once, before the scan, they are plain products.
+        every step, and oneDNN's product with a transposed operand is slower than a
+        plain one (`python -m benchmarks.lstm_products`); read transposed once,
+        before the scan, they are plain products.
         """
         if self.cell_type != "lstm" or keras.backend.backend() != "tensorflow":
             return None
@@ -713,11 +714,15 @@ class AttentionDecoder(keras.layers.Layer):
 
 @ops.custom_gradient
 def _product(x, kernel, kernel_t):
-    """`x @ kernel`, whose gradient for `x` is `upstream @ kernel_t` (`kernel` transposed beforehand)."""
+    """`x @ kernel`, whose gradient for `x` is `upstream @ kernel_t` (`kernel` transposed beforehand).
+
+    `kernel_t` gets no gradient of its own (`None`, not a zero tensor the size
+    of the kernel at every step): the kernel's comes through `kernel`.
+    """
 
     def gradient(*args, upstream=None):
         if upstream is None:
             (upstream,) = args
-        return ops.matmul(upstream, kernel_t), ops.matmul(ops.transpose(x), upstream), ops.zeros_like(kernel_t)
+        return ops.matmul(upstream, kernel_t), ops.matmul(ops.transpose(x), upstream), None
 
     return ops.matmul(x, kernel), gradient
