@@ -91,6 +91,20 @@ def test_outputs_at_padded_target_steps_are_zero_and_mask_propagates():
     np.testing.assert_array_equal(np.array(outputs._keras_mask), target_ids != 0)
 
 
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[3], CONFIGS[4]])
+def test_a_target_mask_zeroes_outputs_and_the_recurrence_runs_through_padded_steps(config):
+    # The fused path (no input feeding) and the scan (input feeding) compute what `step` computes, step by
+    # step, whatever the mask: a masked step (even one between real steps) only has its output zeroed.
+    inputs_mask = np.array([[True, True, True, False], [True, False, True, True], [True, True, False, False]])
+    decoder = AttentionDecoder(**config)
+    outputs, weights = decoder(
+        TARGET, MEMORY, inputs_mask=inputs_mask, memory_mask=MEMORY_MASK, return_attention=True
+    )
+    step_outputs, step_weights = _step_by_step(decoder, TARGET, MEMORY, MEMORY_MASK)
+    np.testing.assert_allclose(np.array(outputs), step_outputs * inputs_mask[..., None], **tolerance(atol=1e-5))
+    np.testing.assert_allclose(np.array(weights), step_weights, **tolerance(atol=1e-5))
+
+
 @pytest.mark.parametrize("input_feeding", [True, False])
 def test_dropout_only_when_training(input_feeding):
     decoder = AttentionDecoder(units=8, num_layers=2, dropout=0.5, input_feeding=input_feeding)

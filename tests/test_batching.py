@@ -139,3 +139,33 @@ def test_batches_are_cut_to_a_multiple_of_the_devices_and_empty_ones_dropped():
     cut = list(divisible_batches(batches, 4).as_numpy_iterator())
     assert [labels.tolist() for _, labels in cut] == [list(range(8)), [0, 1, 2, 3]]
     assert cut[1][0]["ids"].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_under_jax_bucketed_batches_are_padded_to_their_bucket_boundary(monkeypatch):
+    # Each new batch shape compiles JAX's training step again: the batches come in the shapes of the
+    # boundaries (past the last one: the next power of two), padded with zeros, not the padding values.
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    training_position().start_epoch(0)
+    assert _bucketed() == [
+        ([[1, -1, 0, 0], [21, 22, 0, 0]], [0, 2]),
+        ([[11, 12, 13, 14, 15, -1, 0, 0], [31, 32, 33, 34, 35, 36, 0, 0]], [1, 3]),
+        ([[41, 42, 43, 0]], [4]),
+    ]
+
+
+def test_batches_of_one_tensor_stay_one_tensor():
+    batches = tf.data.Dataset.from_tensor_slices(tf.ones((2, 3, 5), tf.int32))  # two batches of shape (3, 5)
+    padded = pad_to_boundaries(batches, [8])
+    assert isinstance(padded.element_spec, tf.TensorSpec)  # not a tuple of one tensor
+    assert [batch.tolist() for batch in padded.as_numpy_iterator()] == [[[1] * 5 + [0] * 3] * 3] * 2
+    cut = divisible_batches(tf.data.Dataset.range(10).batch(4), 2)
+    assert isinstance(cut.element_spec, tf.TensorSpec)
+    assert [batch.tolist() for batch in cut.as_numpy_iterator()] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_on_one_device_every_batch_is_kept_even_of_one_row():
+    cut = divisible_batches(tf.data.Dataset.range(4).batch(3).map(lambda ids: (ids, -ids)), 1)
+    assert [(ids.tolist(), labels.tolist()) for ids, labels in cut.as_numpy_iterator()] == [
+        ([0, 1, 2], [0, -1, -2]),
+        ([3], [-3]),
+    ]

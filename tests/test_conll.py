@@ -203,3 +203,14 @@ def test_documents_set_aside_are_whole_disjoint_and_picked_by_the_seed(tmp_path)
     assert split_documents(documents, 6, seed=4)[1] != aside
     with pytest.raises(SeqtasksError, match="cannot set 31 documents aside: the file has 31"):
         split_documents(documents, 31, seed=3)
+
+
+def test_documents_are_read_as_utf8_by_default_like_sentences(tmp_path):
+    from seqtasks.data.conll import read_conll_documents
+
+    path = tmp_path / "deu.train"
+    path.write_bytes("Köln B-LOC\n".encode("latin-1"))
+    with pytest.raises(SeqtasksError) as error:
+        read_conll_documents(path)
+    assert str(error.value) == f"{path}:1: not valid utf-8 (byte 2 of the line)"
+    assert read_conll_documents(path, encoding="latin-1") == [[(["Köln"], ["B-LOC"])]]

@@ -110,3 +110,46 @@ def test_pngs_and_bmps_pass_on_their_signature():
     check_image(_png(1, 1))
     check_image(b"BM")
     check_image(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_header_just_long_enough_declares_its_size():
+    assert declared_image_size(_png(640, 480)[:24]) == (640, 480)  # signature, IHDR length and type, size
+    assert declared_image_size(_bmp(20, -10)[:26]) == (20, 10)
+    assert declared_image_size(b"\xff\xd8" + FRAME[:9]) == (3, 2)  # the frame header up to its width
+
+
+def test_the_largest_declared_sizes_are_not_read_as_negative():
+    # A caller refuses too many pixels: a size read as negative would let a decompression bomb through.
+    assert declared_image_size(_png(2**32 - 1, 2**31)) == (2**32 - 1, 2**31)
+    frame = b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 40_000, 65_535) + bytes(10)
+    assert declared_image_size(b"\xff\xd8" + frame + SCAN) == (65_535, 40_000)
+
+
+def test_a_jpeg_segment_of_more_than_32_kib_is_stepped_over():
+    exif = b"\xff\xe1" + struct.pack(">H", 40_000) + bytes(39_998)  # an APP1 segment, as a camera's EXIF data
+    assert declared_image_size(b"\xff\xd8" + exif + FRAME + SCAN) == (3, 2)
+    check_image(b"\xff\xd8" + exif + FRAME + SCAN + b"\x12\x34\xff\xd9")
+
+
+def test_a_jpeg_cut_inside_a_marker_s_length_keeps_the_frame_it_declared():
+    # Fill bytes lead to a marker whose length field is cut off: the walk ends there, whatever it found.
+    assert declared_image_size(b"\xff\xd8" + FRAME + b"\xff\xff\xff\xfe") == (3, 2)
+    assert declared_image_size(b"\xff\xd8\xff\xff\xff\xc0") is None
+    with pytest.raises(BadImage, match=r"^a JPEG without a frame header$"):
+        check_image(b"\xff\xd8\xff\xff\xff\xc0")
+
+
+def test_the_segment_bound_counts_a_last_segment_that_ends_the_data():
+    assert declared_image_size(b"\xff\xd8" + SEGMENT * MAX_JPEG_SEGMENTS) is None
+    with pytest.raises(BadImage, match=f"^a JPEG header of more than {MAX_JPEG_SEGMENTS} segments$"):
+        declared_image_size(b"\xff\xd8" + SEGMENT * (MAX_JPEG_SEGMENTS + 1))
+
+
+def test_only_an_end_marker_after_the_scan_header_ends_a_jpeg():
+    # Image data may be empty: the end-of-image marker right after the scan header.
+    check_image(b"\xff\xd8" + FRAME + SCAN + b"\xff\xd9")
+    truncated = r"^a truncated JPEG \(its image data does not end\)$"
+    with pytest.raises(BadImage, match=truncated):  # FF D9 in a comment before the scan
+        check_image(b"\xff\xd8" + FRAME + b"\xff\xfe\x00\x04\xff\xd9" + SCAN + b"\x12\x34")
+    with pytest.raises(BadImage, match=truncated):  # FF D9 among the scan header's bytes
+        check_image(b"\xff\xd8" + FRAME + b"\xff\xda\x00\x08\x00\x00\xff\xd9\x00\x00" + b"\x12\x34")

@@ -634,6 +634,34 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
             "model.attention.score: 'dot' needs encoder outputs (32) of the size of decoder.units (64); "
             "use 'general' or 'concat' (line 5)",
         ),
+        # ... with attention type 'none' the source reaches the decoder through the bridge or summary_input
+        (
+            "task: toy\nmodel:\n  attention:\n    type: none\n  bridge: none\n",
+            "model.bridge: with attention type 'none' the decoder sees the source only through the bridge "
+            "or decoder.summary_input; use 'dense' or 'copy' (line 5)",
+        ),
+        (
+            "task: toy\nmodel:\n  attention:\n    type: none\n  decoder:\n    placement: before\n",
+            "model.decoder.placement: attention type 'none' has no attention to place; leave it 'after' (line 6)",
+        ),
+        (
+            "task: translation\ndata: {path: p.tsv}\nmodel:\n  decoder:\n    summary_input: true\n",
+            "model.decoder.summary_input: feeds the encoder's final state in place of attention; "
+            "needs attention.type 'none' (line 5)",
+        ),
+        # DecoderConfig
+        (
+            "task: toy\nmodel:\n  decoder:\n    placement: before\n    input_feeding: true\n",
+            "model.decoder.input_feeding: placement 'before' feeds the context into the cell; set it false (line 5)",
+        ),
+        (
+            "task: toy\nmodel:\n  decoder:\n    units: 32\n    combine: residual\n    output_size: 64\n",
+            "model.decoder.output_size: combine 'residual' adds the context to the state: must be units (32) (line 6)",
+        ),
+        (
+            "task: toy\nmodel:\n  decoder:\n    deep_output: maxout\n    combine: residual\n",
+            "model.decoder.combine: deep_output 'maxout' replaces combine; leave it 'tanh' (line 5)",
+        ),
         # DistributeConfig
         (
             "task: toy\ndistribute:\n  devices: [/gpu:0]\n",
@@ -646,6 +674,27 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
         (
             "task: toy\ndistribute: {strategy: tpu, devices: [a]}\n",
             "distribute.devices: only for 'one_device' and 'mirrored'; strategy is 'tpu' (line 2)",
+        ),
+        # EvaluationConfig (entries below 1 are refused by the bounds first)
+        (
+            "task: toy\nevaluation:\n  length_buckets: []\n",
+            "evaluation.length_buckets: expected increasing positive lengths, such as [5, 10, 20]; got [] (line 3)",
+        ),
+        (
+            "task: toy\nevaluation:\n  length_buckets: [5, 5]\n",
+            "evaluation.length_buckets: expected increasing positive lengths, such as [5, 10, 20]; got [5, 5] (line 3)",
+        ),
+        (
+            "task: toy\nevaluation:\n  length_buckets: [10, 5]\n",
+            "evaluation.length_buckets: expected increasing positive lengths, such as [5, 10, 20]; got [10, 5] (line 3)",
+        ),
+        (
+            "task: toy\nevaluation:\n  length_buckets: [5, 10, 8]\n",
+            "evaluation.length_buckets: expected increasing positive lengths, such as [5, 10, 20]; got [5, 10, 8] (line 3)",
+        ),
+        (
+            "task: toy\nevaluation:\n  length_buckets: [0, 5]\n",
+            "evaluation.length_buckets: expected entries of at least 1; got 0 (line 3)",
         ),
         # ToyDataConfig
         ("task: toy\ndata:\n  min_length: 9\n  max_length: 4\n", "data.min_length: must not exceed max_length (4); got 9 (line 3)"),
@@ -680,6 +729,16 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
         (
             "task: sentiment\ndata:\n  path: t\n  format: lines\n  labels: [neg, neg]\n",
             "data.labels: contains a label twice (line 5)",
+        ),
+        # TextClassifierModelConfig, and its check across the model and data sections
+        (
+            "task: sentiment\ndata: {path: t}\nmodel:\n  self_attention: luong\n",
+            "model.self_attention: needs pooling 'attention', 'max' or 'structured': 'last' reads the "
+            "encoder's final states, which the block does not change (line 4)",
+        ),
+        (
+            "task: sentiment\ndata: {path: t}\nmodel:\n  word_vectors:\n    path: glove.txt\n",
+            "model.word_vectors.path: pretrained vectors are of words: set data.tokenizer to 'words' (line 5)",
         ),
         # TaggingDataConfig
         ("task: ner\n", "data.path: required: the CoNLL training file"),
@@ -744,6 +803,10 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
             "model.attention.score: 'dot' needs grid features of the decoder's size; use 'general' or 'concat' "
             "(line 4)",
         ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  attention:\n    type: none\n",
+            "model.attention.type: captioning attends over the image grid; use 'bahdanau' or 'luong' (line 5)",
+        ),
     ],
 )
 def test_each_cross_field_check_names_the_field_and_says_why(tmp_path, text, expected):
@@ -773,6 +836,26 @@ def test_each_cross_field_check_names_the_field_and_says_why(tmp_path, text, exp
         (f"task: captioning\n{CAPTIONS}model:\n  backbone: {{type: file, path: m.keras, fine_tune_from: b, filters: []}}\n", "model.backbone.filters", []),
         (f"task: captioning\n{CAPTIONS}model:\n  backbone: {{filters: [1]}}\n", "model.backbone.filters", [1]),
         (f"task: captioning\n{CAPTIONS}model:\n  attention: {{type: bahdanau, score: dot}}\n", "model.attention.score", "dot"),
+        # attention type 'none' with a bridge or summary_input; placement and input_feeding; combine and the output
+        ("task: toy\nmodel:\n  attention: {type: none}\n  bridge: dense\n", "model.bridge", "dense"),
+        ("task: toy\nmodel:\n  attention: {type: none}\n  bridge: copy\n  decoder: {placement: after}\n", "model.bridge", "copy"),
+        ("task: toy\nmodel:\n  attention: {type: none}\n  bridge: none\n  decoder: {summary_input: true}\n", "model.bridge", "none"),
+        ("task: toy\nmodel:\n  attention: {type: none}\n  decoder: {summary_input: true}\n", "model.decoder.summary_input", True),
+        ("task: translation\ndata: {path: p}\nmodel:\n  attention: {type: bahdanau}\n  decoder: {summary_input: false}\n", "model.attention.type", "bahdanau"),
+        ("task: toy\nmodel:\n  decoder: {placement: before, input_feeding: false}\n", "model.decoder.input_feeding", False),
+        ("task: toy\nmodel:\n  decoder: {placement: before}\n", "model.decoder.placement", "before"),
+        ("task: toy\nmodel:\n  decoder: {placement: after, input_feeding: true}\n", "model.decoder.input_feeding", True),
+        ("task: toy\nmodel:\n  decoder: {units: 32, combine: residual, output_size: 32}\n", "model.decoder.output_size", 32),
+        ("task: toy\nmodel:\n  decoder: {combine: residual}\n", "model.decoder.combine", "residual"),
+        ("task: toy\nmodel:\n  decoder: {units: 32, output_size: 64}\n", "model.decoder.output_size", 64),
+        ("task: toy\nmodel:\n  decoder: {deep_output: maxout, combine: tanh}\n", "model.decoder.deep_output", "maxout"),
+        ("task: toy\nevaluation: {length_buckets: [1]}\n", "evaluation.length_buckets", [1]),
+        ("task: toy\nevaluation: {length_buckets: [1, 2, 10000]}\n", "evaluation.length_buckets", [1, 2, 10000]),
+        ("task: sentiment\ndata: {path: t}\nmodel: {self_attention: luong, pooling: attention}\n", "model.pooling", "attention"),
+        ("task: sentiment\ndata: {path: t}\nmodel: {self_attention: bahdanau, pooling: max}\n", "model.pooling", "max"),
+        ("task: sentiment\ndata: {path: t}\nmodel: {self_attention: luong, pooling: structured}\n", "model.pooling", "structured"),
+        ("task: sentiment\ndata: {path: t, tokenizer: words}\nmodel:\n  word_vectors: {path: /v/glove.txt}\n", "model.word_vectors.path", "/v/glove.txt"),
+        (f"task: captioning\n{CAPTIONS}model:\n  attention: {{type: bahdanau}}\n", "model.attention.type", "bahdanau"),
     ],
 )
 def test_what_the_cross_field_checks_allow(tmp_path, text, dotted, value):
@@ -780,6 +863,25 @@ def test_what_the_cross_field_checks_allow(tmp_path, text, dotted, value):
     for part in dotted.split("."):
         got = getattr(got, part)
     assert got == value
+
+
+def test_a_cross_field_problem_given_with_set_names_the_flag(tmp_path):
+    path = write(tmp_path, "task: toy\n")
+    assert error_of(path, ["evaluation.length_buckets=[5, 5]"]) == (
+        "--set evaluation.length_buckets: expected increasing positive lengths, such as [5, 10, 20]; got [5, 5]"
+    )
+    assert error_of(path, ["model.attention.type=none", "model.bridge=none"]) == (
+        "--set model.bridge: with attention type 'none' the decoder sees the source only through the bridge "
+        "or decoder.summary_input; use 'dense' or 'copy'"
+    )
+
+
+def test_captioning_refuses_the_summary_input_that_replaces_attention(tmp_path):
+    path = write(tmp_path, f"task: captioning\n{CAPTIONS}model:\n  decoder: {{summary_input: true}}\n")
+    assert error_of(path) == (
+        f"{path}: model.decoder.summary_input: captioning attends over the image grid instead of reading a summary; "
+        "set it false (line 4)"
+    )
 
 
 # --- loader: exact messages of every way a file or a --set flag can be wrong ---

@@ -31,13 +31,19 @@ INPUTS = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
 MASK = np.array([[True] * 5, [True, True, True, False, False]])
 
 
-@pytest.mark.parametrize("attention, score", [("luong", "dot"), ("luong", "general"), ("bahdanau", None)])
+@pytest.mark.parametrize(
+    "attention, score", [("luong", "dot"), ("luong", "general"), ("luong", "concat"), ("bahdanau", None)]
+)
 def test_every_state_attends_over_its_own_sequence_then_residual_and_layer_norm(attention, score):
     block = SelfAttentionBlock(attention, score=score or "general", units=4)
     outputs, weights = (_np(x) for x in block(INPUTS, mask=MASK))
     layer = block.attention_layer
     if attention == "bahdanau":
         q, k = INPUTS @ _np(layer.query_dense.kernel), INPUTS @ _np(layer.key_dense.kernel)
+        scores = np.tanh(q[:, :, None, :] + k[:, None, :, :]) @ _np(layer.attention_v)
+    elif score == "concat":  # v^T tanh(W_q s + W_k h), with `units` hidden units
+        q, k = INPUTS @ _np(layer.query_dense.kernel), INPUTS @ _np(layer.key_dense.kernel)
+        assert q.shape == (2, 5, 4)
         scores = np.tanh(q[:, :, None, :] + k[:, None, :, :]) @ _np(layer.attention_v)
     elif score == "dot":
         scores = INPUTS @ INPUTS.transpose(0, 2, 1)
@@ -154,3 +160,197 @@ def test_a_long_text_is_drawn_up_to_its_first_tokens(tmp_path, monkeypatch):
     cut = token_attention.MAX_DRAWN_TOKENS
     assert [entry[:3] for entry in drawn] == [((1, cut), cut, 1), ((cut, cut), cut, cut)]
     assert all(title.endswith(f"(its first {cut} of {size} tokens)") for *_, title in drawn)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"attention": "dot"}, r"Expected one of \{'luong', 'bahdanau'\}\. Received: attention='dot'"),
+        ({"units": 0}, r"Expected a positive integer\. Received: units=0"),
+        ({"attention": "bahdanau", "units": True}, r"Expected a positive integer\. Received: units=True"),
+        ({"dropout": 1.0}, r"Expected a rate in \[0, 1\)\. Received: dropout=1\.0"),
+        ({"dropout": "0.1"}, r"Expected a rate in \[0, 1\)\. Received: dropout='0\.1'"),
+    ],
+)
+def test_the_block_s_bad_arguments_are_named_in_their_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SelfAttentionBlock(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"hops": 0}, r"Expected a positive integer\. Received: hops=0"),
+        ({"hops": 2.0}, r"Expected a positive integer\. Received: hops=2\.0"),
+        ({"units": True}, r"Expected a positive integer\. Received: units=True"),
+        ({"penalty": -1.0}, r"Expected a number >= 0\. Received: penalty=-1\.0"),
+        ({"penalty": True}, r"Expected a number >= 0\. Received: penalty=True"),
+        ({"penalty": "1"}, r"Expected a number >= 0\. Received: penalty='1'"),
+        ({"penalty": float("nan")}, r"Expected a number >= 0\. Received: penalty=nan"),
+    ],
+)
+def test_structured_self_attention_s_bad_arguments_are_named_in_their_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        StructuredSelfAttention(**kwargs)
+
+
+def test_structured_self_attention_takes_a_numpy_number_as_its_penalty():
+    layer = StructuredSelfAttention(penalty=np.float32(0.5))
+    assert layer.penalty == 0.5 and type(layer.penalty) is float
+
+
+
+def test_the_defaults_are_a_general_luong_score_64_units_and_four_hops_with_a_unit_penalty():
+    block = SelfAttentionBlock()
+    outputs, _ = block(INPUTS)
+    assert (block.attention, block.score, block.dropout) == ("luong", "general", 0.0)
+    assert tuple(block.attention_layer.key_dense.kernel.shape) == (6, 6)  # general: W maps the keys to the queries
+    bahdanau = SelfAttentionBlock("bahdanau")
+    bahdanau(INPUTS)
+    assert tuple(bahdanau.attention_layer.query_dense.kernel.shape) == (6, 64)
+    assert tuple(bahdanau.attention_layer.attention_v.shape) == (64,)
+
+    attention = StructuredSelfAttention()
+    embedding, weights = (_np(x) for x in attention(INPUTS, training=True))
+    assert embedding.shape == (2, 4 * 6) and weights.shape == (2, 4, 5)
+    assert tuple(attention.w_s1.shape) == (6, 64) and tuple(attention.w_s2.shape) == (64, 4)
+    overlap = weights @ weights.transpose(0, 2, 1) - np.eye(4)
+    (loss,) = attention.losses
+    np.testing.assert_allclose(_np(loss), 1.0 * (overlap**2).sum(axis=(1, 2)).mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"attention": "luong", "score": "concat", "units": 3, "dropout": 0.25},
+        {"attention": "bahdanau", "units": 3, "dropout": 0.0},
+    ],
+)
+def test_the_block_s_config_round_trips_and_its_initializer_reaches_every_projection(kwargs):
+    block = SelfAttentionBlock(**kwargs, kernel_initializer="ones")
+    config = block.get_config()
+    assert {name: config[name] for name in kwargs} == kwargs
+    assert config["kernel_initializer"]["class_name"] == "Ones"
+    clone = SelfAttentionBlock.from_config(config)
+    assert clone.get_config() == config
+    for layer in (block, clone):
+        layer(INPUTS)
+        attention_weights = layer.attention_layer.weights
+        assert len(attention_weights) == 3  # v, W_q and W_k of the additive score
+        assert all((_np(w) == 1.0).all() for w in attention_weights), [w.path for w in attention_weights]
+    # The block's attention is the package's own layer, configured as it would be alone.
+    from seqtasks.layers.bahdanau_attention import BahdanauAttention
+    from seqtasks.layers.luong_attention import LuongAttention
+
+    if kwargs["attention"] == "luong":
+        alone = LuongAttention("concat", units=3, kernel_initializer="ones", name="attention")
+    else:
+        alone = BahdanauAttention(3, kernel_initializer="ones", name="attention")
+    assert block.attention_layer.get_config() == alone.get_config()
+
+
+@pytest.mark.parametrize("score", ["dot", "general"])
+def test_a_dot_or_general_block_s_attention_is_that_luong_layer_without_units(score):
+    from seqtasks.layers.luong_attention import LuongAttention
+
+    block = SelfAttentionBlock("luong", score=score, units=8)
+    assert block.attention_layer.get_config() == LuongAttention(score, name="attention").get_config()
+
+
+def test_the_block_s_sublayers_and_weight_paths_keep_their_names():
+    # Checkpoints and saved models find the weights by these paths.
+    for kwargs, paths in [
+        ({"attention": "luong", "score": "general"}, ["attention/key_dense/kernel", "norm/gamma", "norm/beta"]),
+        (
+            {"attention": "bahdanau", "units": 3},
+            [
+                "attention/attention_v",
+                "attention/query_dense/kernel",
+                "attention/key_dense/kernel",
+                "norm/gamma",
+                "norm/beta",
+            ],
+        ),
+    ]:
+        block = SelfAttentionBlock(**kwargs, name="block")
+        block(INPUTS)
+        assert [w.path for w in block.weights] == [f"block/{path}" for path in paths]
+        assert [block.attention_layer.name, block.dropout_layer.name, block.norm.name] == ["attention", "dropout", "norm"]
+
+
+@pytest.mark.parametrize("attention", ["luong", "bahdanau"])
+def test_a_mixed_precision_block_computes_in_float16_with_a_mask(attention):
+    reference = SelfAttentionBlock(attention, units=4, dtype="float32")
+    expected_outputs, expected_weights = (_np(x) for x in reference(INPUTS, mask=MASK))
+    block = SelfAttentionBlock(attention, units=4, dtype="mixed_float16")
+    block(INPUTS)
+    block.set_weights(reference.get_weights())
+    outputs, weights = block(INPUTS, mask=MASK)
+    for sublayer in block._flatten_layers(include_self=False):
+        assert sublayer.dtype_policy.name == "mixed_float16", sublayer.name
+    assert keras.backend.standardize_dtype(outputs.dtype) == "float16"
+    assert keras.backend.standardize_dtype(weights.dtype) == "float16"
+    weights = _np(weights).astype("float32")
+    np.testing.assert_allclose(weights, expected_weights, atol=2e-3)
+    np.testing.assert_allclose(_np(outputs).astype("float32"), expected_outputs, atol=2e-2)
+    assert (weights[1, 3:] == 0).all() and (weights[1, :, 3:] == 0).all()
+
+
+def test_the_block_s_dropout_follows_the_training_argument_of_call():
+    block = SelfAttentionBlock(dropout=0.5)
+    expected, _ = block(INPUTS, training=False)
+    assert not np.allclose(_np(block(INPUTS, training=True)[0]), _np(expected))
+    # `call` hands `training` to its dropout itself: the same when called directly (outside `__call__`).
+    np.testing.assert_allclose(_np(block.call(INPUTS, training=False)[0]), _np(expected), rtol=1e-6)
+    assert not np.allclose(_np(block.call(INPUTS, training=True)[0]), _np(expected))
+
+
+def test_structured_self_attention_s_config_round_trips_and_its_initializer_reaches_both_weights():
+    attention = StructuredSelfAttention(hops=2, units=3, penalty=0.5, kernel_initializer="ones")
+    config = attention.get_config()
+    assert (config["hops"], config["units"], config["penalty"]) == (2, 3, 0.5)
+    assert config["kernel_initializer"]["class_name"] == "Ones"
+    clone = StructuredSelfAttention.from_config(config)
+    assert clone.get_config() == config
+    for layer in (attention, clone):
+        layer(INPUTS)
+        assert (_np(layer.w_s1) == 1.0).all() and (_np(layer.w_s2) == 1.0).all()
+
+
+def test_structured_self_attention_takes_the_keras_mask_without_a_warning():
+    import warnings
+
+    embedded = keras.layers.Embedding(10, 6, mask_zero=True)
+    ids = np.array([[3, 4, 0], [5, 0, 0]])
+    attention = StructuredSelfAttention(hops=2, units=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Keras warns when a layer without mask support drops a mask
+        embedding, weights = attention(embedded(ids))
+    expected_embedding, expected_weights = attention(embedded(ids), mask=ids != 0)
+    np.testing.assert_allclose(_np(weights), _np(expected_weights), rtol=1e-6)
+    np.testing.assert_allclose(_np(embedding), _np(expected_embedding), rtol=1e-6)
+    assert (_np(weights)[0, :, 2] == 0).all() and (_np(weights)[1, :, 1:] == 0).all()
+
+
+def test_structured_self_attention_scores_in_the_policy_s_compute_dtype():
+    # Under mixed_float16 the scores are float16 products: 2048 + 1 is 2048 there, so the two
+    # states get equal weights (in float32 they would get 0.27 and 0.73).
+    attention = StructuredSelfAttention(hops=1, units=2, dtype="mixed_float16")
+    inputs = np.array([[[1.0, 0.0], [1.0, 1.0]]], "float32")
+    attention(inputs)
+    attention.w_s1.assign(100 * np.eye(2, dtype="float32"))  # tanh -> (1, 0) and (1, 1)
+    attention.w_s2.assign(np.array([[2048.0], [1.0]], "float32"))  # scores 2048 and 2049
+    embedding, weights = attention(inputs)
+    assert keras.backend.standardize_dtype(weights.dtype) == "float16"
+    np.testing.assert_array_equal(_np(weights), [[[0.5, 0.5]]])
+    np.testing.assert_array_equal(_np(embedding), [[1.0, 0.5]])
+
+
+def test_structured_self_attention_s_penalty_under_a_float16_floatx(float16_floatx):
+    attention = StructuredSelfAttention(hops=3, units=4, penalty=0.5)
+    _, weights = attention(INPUTS, mask=MASK, training=True)
+    weights = _np(weights).astype("float64")
+    overlap = weights @ weights.transpose(0, 2, 1) - np.eye(3)
+    (loss,) = attention.losses
+    assert keras.backend.standardize_dtype(loss.dtype) == "float32"  # the penalty is computed in float32
+    np.testing.assert_allclose(float(_np(loss)), 0.5 * (overlap**2).sum(axis=(1, 2)).mean(), rtol=1e-5)

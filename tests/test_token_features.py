@@ -54,3 +54,12 @@ def test_a_vocabulary_of_reserved_entries_only_maps_every_word_to_unknown():
     assert words == ["[PAD]", "[UNK]"]
     featurizer = TokenFeaturizer(words, characters, True, 2)
     assert featurizer.features(tf.ragged.constant([["Rare", "new"]]))["words"].numpy().tolist() == [[1, 1]]
+
+
+def test_words_are_sorted_and_with_singletons_last_the_words_seen_once_follow_the_others():
+    sentences = [["d", "b", "c", "a"], ["b", "c", "b"]]  # a: 1, b: 3, c: 2, d: 1
+    assert build_vocabularies(sentences, True, min_word_count=1)[0] == ["[PAD]", "[UNK]", "a", "b", "c", "d"]
+    words, _ = build_vocabularies(sentences, True, min_word_count=1, singletons_last=True)
+    assert words == ["[PAD]", "[UNK]", "b", "c", "a", "d"]
+    words, _ = build_vocabularies(sentences, True, min_word_count=2, singletons_last=True)
+    assert words == ["[PAD]", "[UNK]", "b", "c"]

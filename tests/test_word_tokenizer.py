@@ -85,3 +85,10 @@ def test_a_words_tokenizer_looks_up_the_words_it_splits():
 
     with pytest.raises(ValueError, match=r"Expected one of \{.*\}. Received: split='chars'"):
         WordTokenizer(["a"], split="chars")
+
+
+def test_a_words_tokenizer_without_lower_case_keeps_the_case_of_the_text():
+    tokenizer = WordTokenizer(["We", "'re", "there"], split="words", lower_case=False)
+    assert tokenizer.pieces(tf.constant(["We're THERE"])).to_list() == [[b"We", b"'re", b"THERE"]]
+    assert tokenizer.tokenize(tf.constant(["We're there", "we're THERE"])).to_list() == [
+        [4, 5, 6], [UNK_ID, 5, UNK_ID]]

@@ -1,12 +1,15 @@
 """Pretrained word vectors read into an embedding matrix: formats, matching, coverage, errors, memory."""
 
 import gzip
+import locale
+import re
 import tracemalloc
 
 import numpy as np
 import pytest
 
 from seqtasks.errors import SeqtasksError
+from seqtasks.text import word_vectors
 from seqtasks.text.word_vectors import candidates, embedding_matrix, first_words
 
 GLOVE = "the 0.1 0.2 0.3\nparis 1 2 3\nfrance -1 -2 -3\n1990 4 5 6\n0000 7 8 9\n"
@@ -97,6 +100,10 @@ def test_a_word_with_spaces_keeps_its_numbers_last(tmp_path):
     ("the 1 2 3\nparis 1 x 3\n", None, "{path}:2: expected numbers after the word"),
     ("the 1 2 3\nparis 1 nan 3\n", None, "{path}:2: a value that is not a finite number"),
     ("the 1 2 3\n\n", None, "{path}:2: expected a word and its numbers, separated by spaces"),
+    ("the 1 2 3\nparis\n", None, "{path}:2: expected a word and its numbers, separated by spaces"),
+    ("the 1 2 3\n 4 5 6\n", None, "{path}:2: expected a word and its numbers, separated by spaces"),
+    ("the\t1\t2\t3\n", None, "{path}:1: expected a word and its numbers, separated by spaces"),
+    ("the 1 2 3\nparis 1 2 3X\n", None, "{path}:2: expected numbers after the word"),
 ])
 def test_a_file_that_is_not_vectors_is_a_one_line_error_naming_file_and_line(tmp_path, text, dimension, message):
     path = _write(tmp_path, text)
@@ -106,8 +113,11 @@ def test_a_file_that_is_not_vectors_is_a_one_line_error_naming_file_and_line(tmp
 
 
 def test_files_that_cannot_be_read_are_named(tmp_path):
-    with pytest.raises(SeqtasksError, match="no such"):
-        embedding_matrix(tmp_path / "absent.txt", ["the"])
+    absent = tmp_path / "absent.txt"
+    with pytest.raises(SeqtasksError, match=f"^{re.escape(str(absent))}: no such word vectors file$"):
+        embedding_matrix(absent, ["the"])
+    with pytest.raises(SeqtasksError, match=f"^{re.escape(str(tmp_path))}: is a folder, expected a word vectors file$"):
+        embedding_matrix(tmp_path, ["the"])
     broken = tmp_path / "broken.txt.gz"
     broken.write_bytes(gzip.compress(GLOVE.encode())[:30])
     with pytest.raises(SeqtasksError, match=f"^{broken}: cannot read the vectors"):
@@ -116,6 +126,95 @@ def test_files_that_cannot_be_read_are_named(tmp_path):
     latin.write_bytes("café 1 2 3\n".encode("latin-1"))
     with pytest.raises(SeqtasksError, match="cannot read the vectors"):
         embedding_matrix(latin, ["café"])
+
+
+def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
+    path = _write(tmp_path, GLOVE)
+    monkeypatch.setattr(word_vectors, "MAX_VECTORS_BYTES", 10)
+    with pytest.raises(SeqtasksError) as raised:
+        embedding_matrix(path, ["the"])
+    assert str(raised.value) == f"{path}: {len(GLOVE)} bytes, more than the 10 bytes a word vectors file may have"
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_lines_end_at_newlines_only_and_trailing_spaces_and_carriage_returns_are_dropped(tmp_path, compress):
+    # fastText ends its lines with a space, Windows files with "\r\n"; a lone "\r" or a no-break space is part
+    # of a word (web-crawled files have such words), not a line or field separator.
+    text = "the 1 2 3 \r\nparis 4 5 6 \na\rb 7 8 9\nc\xa0d 1 1 1\n"
+    path = _write(tmp_path, text, "vectors.txt.gz" if compress else "vectors.txt", compress)
+    matrix, coverage = embedding_matrix(path, ["the", "paris", "a\rb", "c\xa0d"], dimension=3)
+    np.testing.assert_allclose(matrix, [[1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 1, 1]])
+    assert coverage.found == 4
+
+
+def test_any_whitespace_that_ends_a_line_is_dropped_not_read_as_a_field(tmp_path):
+    # Left in place, a tab after the last number made the header a one-number vector line (and so every
+    # vector one-dimensional), and silently moved the word's first number into the word.
+    path = _write(tmp_path, "2 3\t\nthe 1 2 3\nparis 4 5 6 \t\n")
+    matrix, coverage = embedding_matrix(path, ["paris", "the"])
+    np.testing.assert_allclose(matrix, [[4, 5, 6], [1, 2, 3]])
+    assert (coverage.dimension, coverage.found) == (3, 2)
+
+
+@pytest.fixture
+def ascii_locale():
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, saved)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_files_are_read_as_utf_8_whatever_the_locale(tmp_path, ascii_locale, compress):
+    path = _write(tmp_path, "café 1 2 3\nnaïve 4 5 6\n", "vectors.txt.gz" if compress else "vectors.txt", compress)
+    matrix, coverage = embedding_matrix(path, ["naïve", "café"])
+    np.testing.assert_allclose(matrix, [[4, 5, 6], [1, 2, 3]])
+    assert coverage.exact == 2
+
+
+def test_vectors_of_one_dimension(tmp_path):
+    path = _write(tmp_path, "the 0.5\nparis -1\n")
+    matrix, coverage = embedding_matrix(path, ["paris", "the"], dimension=1)
+    np.testing.assert_allclose(matrix, [[-1], [0.5]])
+    assert (coverage.dimension, coverage.found) == (1, 2)
+
+
+def test_a_file_without_any_vocabulary_word_starts_every_row_small_and_centred(tmp_path):
+    path = _write(tmp_path, GLOVE)
+    vocabulary = ["[PAD]"] + [f"unseen{index}" for index in range(400)]
+    matrix, coverage = embedding_matrix(path, vocabulary, reserved=1)
+    assert (coverage.found, coverage.scale) == (0, 0.1)  # no vectors kept: a scale of 0.1
+    assert matrix.shape == (401, 3)
+    np.testing.assert_array_equal(matrix[0], 0.0)
+    # 1,200 draws of N(0, 0.1): their mean is within 0.02 of 0 and their deviation within 10% of 0.1.
+    assert abs(matrix[1:].mean()) < 0.02
+    assert matrix[1:].std() == pytest.approx(0.1, rel=0.1)
+
+
+def test_the_default_seed_is_zero(tmp_path):
+    path = _write(tmp_path, GLOVE)
+    vocabulary = ["paris", "unseen", "other"]
+    np.testing.assert_array_equal(embedding_matrix(path, vocabulary)[0], embedding_matrix(path, vocabulary, seed=0)[0])
+    assert not np.array_equal(embedding_matrix(path, vocabulary)[0], embedding_matrix(path, vocabulary, seed=1)[0])
+
+
+def test_matches_are_counted_by_how_they_matched(tmp_path):
+    # "france" takes the cased "France" (a lower-cased vocabulary), "Paris" the lower-cased "paris".
+    path = _write(tmp_path, "France 1 1 1\nparis 2 2 2\n")
+    matrix, coverage = embedding_matrix(path, ["france", "Paris"])
+    np.testing.assert_allclose(matrix, [[1, 1, 1], [2, 2, 2]])
+    assert (coverage.exact, coverage.lower, coverage.digits, coverage.found) == (0, 2, 0, 2)
+
+
+def test_words_without_a_count_cover_no_tokens_and_the_summary_is_rounded(tmp_path):
+    path = _write(tmp_path, GLOVE)
+    _, coverage = embedding_matrix(path, ["paris", "the", "rare"], counts={"the": 1, "rare": 2})
+    assert (coverage.tokens, coverage.tokens_found) == (3, 1)
+    summary = coverage.as_json()
+    assert (summary["word_rate"], summary["token_rate"]) == (0.6667, 0.3333)
+    # The scale of the single vector (1, 2, 3) is sqrt(2/3) = 0.8164966..., reported to 6 decimals.
+    _, coverage = embedding_matrix(_write(tmp_path, "paris 1 2 3\n", "one.txt"), ["paris", "unseen"])
+    assert coverage.scale == 0.816497 and coverage.as_json()["scale"] == 0.816497
 
 
 def test_only_the_vocabulary_s_rows_are_kept_in_memory(tmp_path):

@@ -132,7 +132,8 @@ class AttentionDecoder(keras.layers.Layer):
             as the `states` returned by a unidirectional `StackedRNN` of the
             same size. Zeros when not given.
         inputs_mask: optional `(batch, Tt)` boolean; outputs at padded target
-            steps are zero. Taken from the Keras mask of `inputs`.
+            steps are zero (the recurrence runs through them, as in `step`).
+            Taken from the Keras mask of `inputs`.
         memory_mask: optional `(batch, Ts)` boolean; padded source positions
             get zero attention. Taken from the Keras mask of `memory`.
         training: bool, whether dropout is active.
@@ -576,7 +577,7 @@ class AttentionDecoder(keras.layers.Layer):
         if self.input_feeding or self.placement == "before":
             outputs, weights = self._run_scan(inputs, state, cache, training)
         else:
-            outputs, weights = self._run_fused(inputs, state, cache, inputs_mask, training)
+            outputs, weights = self._run_fused(inputs, state, cache, training)
         if inputs_mask is not None:
             outputs = outputs * ops.expand_dims(ops.cast(inputs_mask, outputs.dtype), -1)
         if return_attention:
@@ -624,7 +625,7 @@ class AttentionDecoder(keras.layers.Layer):
         weights = ops.transpose(weights[0], (1, 0, 2)) if attends else None
         return ops.transpose(outputs, (1, 0, 2)), weights
 
-    def _run_fused(self, inputs, state, cache, inputs_mask, training):
+    def _run_fused(self, inputs, state, cache, training):
         x = inputs
         summary = None
         if self.summary_input:
@@ -636,9 +637,8 @@ class AttentionDecoder(keras.layers.Layer):
         for index, layer_state in enumerate(self._layer_states(state)):
             if index > 0 and training and self.dropout > 0.0:
                 x = keras.random.dropout(x, self.dropout, seed=self.seed_generator)
-            x, *_ = self.rnn_layers[index](
-                x, initial_state=layer_state, mask=inputs_mask, training=training
-            )
+            # No mask: padded steps run on like the scan's and `step`'s, and `call` zeroes their outputs.
+            x, *_ = self.rnn_layers[index](x, initial_state=layer_state, training=training)
         if self.attention == "none":
             context = summary
         else:

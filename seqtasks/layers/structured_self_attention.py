@@ -1,3 +1,5 @@
+import numbers
+
 import keras
 from keras import ops
 
@@ -50,7 +52,7 @@ class StructuredSelfAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         check_positive_int(hops, "hops")
         check_positive_int(units, "units")
-        if not isinstance(penalty, (int, float)) or isinstance(penalty, bool) or penalty < 0:
+        if isinstance(penalty, bool) or not isinstance(penalty, numbers.Real) or not penalty >= 0:
             raise ValueError(f"Expected a number >= 0. Received: penalty={penalty!r}")
         self.hops = hops
         self.units = units

@@ -727,8 +727,10 @@ class CaptionerModelConfig:
     decoding: DecodingConfig = section(DecodingConfig, "Search used for evaluation and export.")
 
     def check(self):
-        if self.attention.type == "none" or self.decoder.summary_input:
+        if self.attention.type == "none":
             return [("attention.type", "captioning attends over the image grid; use 'bahdanau' or 'luong'")]
+        if self.decoder.summary_input:
+            return [("decoder.summary_input", "captioning attends over the image grid instead of reading a summary; set it false")]
         if self.attention.type == "luong" and self.attention.score == "dot":
             return [("attention.score", "'dot' needs grid features of the decoder's size; use 'general' or 'concat'")]
         return []

@@ -177,7 +177,7 @@ def _read(path):
             stream = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
         try:
             for number, line in enumerate(stream, 1):
-                parts = line.rstrip("\n").rstrip(" \r").split(" ")
+                parts = line.rstrip().split(" ")
                 if number == 1 and len(parts) == 2 and all(part.isdigit() for part in parts):
                     continue  # word2vec / fastText: "count dim"
                 if len(parts) < 2 or not parts[0]:
