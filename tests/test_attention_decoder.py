@@ -636,3 +636,45 @@ def test_only_lstm_layers_under_tensorflow_read_their_kernels_transposed():
         np.testing.assert_array_equal(np.asarray(kernel_t), np.asarray(layer.cell.kernel).T)
         np.testing.assert_array_equal(np.asarray(recurrent), np.asarray(layer.cell.recurrent_kernel))
         np.testing.assert_array_equal(np.asarray(recurrent_t), np.asarray(layer.cell.recurrent_kernel).T)
+
+
+def test_a_scan_s_lstm_products_have_no_transposed_operand_forward_or_backward():
+    # `_transposed_kernels`' contract: under TensorFlow the scan reads each LSTM kernel transposed
+    # once, before the loop, so neither the step nor its gradient multiplies by a transposed operand
+    # (oneDNN's slower product). The Keras cell's own gradient does: `upstream @ kernelᵀ` is a
+    # MatMul with transpose_b, `xᵀ @ upstream` one with transpose_a. Without attention and with the
+    # residual combine (a LayerNorm), every MatMul in the graph is an LSTM product.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the LSTM products read transposed kernels under TensorFlow only")
+    import tensorflow as tf
+
+    decoder = AttentionDecoder(units=4, num_layers=2, attention="none", combine="residual")  # input feeding: a scan
+    decoder(TARGET)
+
+    @tf.function
+    def gradients(target):
+        with tf.GradientTape() as tape:
+            tape.watch(target)
+            loss = tf.reduce_sum(decoder(target) ** 2)
+        return tape.gradient(loss, [target, *decoder.trainable_variables])
+
+    graph = gradients.get_concrete_function(tf.TensorSpec((None, None, 5))).graph.as_graph_def()
+    # The scan's step and its gradient are functions of the graph's library.
+    nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
+    products = [node for node in nodes if node.op in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")]
+    # Forward: x @ W and h @ U per layer; backward: dx, dh, dW and dU per layer.
+    assert len(products) >= 2 * 2 + 4 * 2
+    flags = ("transpose_a", "transpose_b", "adj_x", "adj_y")
+    transposed = [node.name for node in products if any(node.attr[flag].b for flag in flags)]
+    assert transposed == []
+
+
+@pytest.mark.parametrize("summary_input", [False, True])
+def test_asking_a_symbolic_decoder_without_attention_for_its_weights_is_a_clear_error(summary_input):
+    decoder = AttentionDecoder(units=8, attention="none", summary_input=summary_input)
+    target = keras.Input((None, 5))
+    memory = keras.Input((12,)) if summary_input else None
+    with pytest.raises(
+        ValueError, match="no attention weights to return: it was built with attention='none'. Received: return_attention=True"
+    ):
+        decoder(target, memory, return_attention=True)

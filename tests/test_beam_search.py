@@ -673,3 +673,31 @@ def test_settings_given_as_tensors_search_as_the_same_numbers_do(width, n_best, 
     assert got[0].shape == (2, n_best, max_length)
     for mine, theirs in zip(got, expected):
         np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_best", [None, 2])
+def test_a_beam_width_given_as_a_tensor_with_n_best_a_number_or_none(n_best):
+    # Only `beam_width` is a tensor (`n_best` fixed by the caller): it is not checked in Python,
+    # where a traced tensor has no truth value, and the search is the one with the same number.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("settings as tensors: TensorFlow graphs only")
+    import tensorflow as tf
+
+    width, max_length, alpha = 3, 6, 0.6
+    rng = np.random.default_rng(11)
+    table = np.log(rng.dirichlet(np.full(VOCAB, 0.5), size=VOCAB)).astype("float32")
+
+    def search(width):
+        state = tf.repeat(tf.zeros([2]), width, axis=0)
+        return beam_search(_unigram_step(table), state, tf.fill([2], START), END, max_length, width, alpha, n_best=n_best)[:3]
+
+    traced = tf.function(search, input_signature=[tf.TensorSpec([], tf.int32)])
+    ids, lengths, scores = (np.array(x) for x in traced(width))
+    expected_tokens, expected_score = _reference_beam(table, width, alpha, max_length)
+    best = (ids, lengths, scores) if n_best is None else (ids[:, 0], lengths[:, 0], scores[:, 0])
+    assert ids.shape == ((2, max_length) if n_best is None else (2, n_best, max_length))
+    for b in range(2):
+        assert list(best[0][b, : best[1][b]]) == expected_tokens
+        np.testing.assert_allclose(best[2][b], expected_score, rtol=1e-5)
+    for mine, theirs in zip((ids, lengths, scores), search(width)):
+        np.testing.assert_allclose(mine, np.array(theirs), rtol=1e-5)
