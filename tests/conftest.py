@@ -61,6 +61,17 @@ def float16_floatx():
     keras.config.set_floatx(previous)
 
 
+@pytest.fixture
+def ascii_locale():
+    """The process's text encoding set to ASCII (the C locale), as on a machine without a UTF-8 locale."""
+    import locale
+
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, previous)
+
+
 def run_python(code, env=None, cwd=None, timeout=300):
     """Runs `code` in a fresh Python process; returns the completed process."""
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}

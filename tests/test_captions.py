@@ -1,6 +1,5 @@
 import gzip
 import json
-import locale
 
 import pytest
 
@@ -168,15 +167,6 @@ def test_bad_coco_files_are_named_exactly(tmp_path, content, message):
     with pytest.raises(SeqtasksError) as error:
         read_coco_captions(path)
     assert str(error.value) == f"{path}{message}"
-
-
-@pytest.fixture
-def ascii_locale():
-    """The process's text encoding set to ASCII (the C locale), as on a machine without a UTF-8 locale."""
-    previous = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    yield
-    locale.setlocale(locale.LC_CTYPE, previous)
 
 
 def test_coco_json_is_utf8_whatever_the_locale(tmp_path, ascii_locale):

@@ -1,7 +1,6 @@
 """Pretrained word vectors read into an embedding matrix: formats, matching, coverage, errors, memory."""
 
 import gzip
-import locale
 import re
 import tracemalloc
 
@@ -154,14 +153,6 @@ def test_any_whitespace_that_ends_a_line_is_dropped_not_read_as_a_field(tmp_path
     matrix, coverage = embedding_matrix(path, ["paris", "the"])
     np.testing.assert_allclose(matrix, [[4, 5, 6], [1, 2, 3]])
     assert (coverage.dimension, coverage.found) == (3, 2)
-
-
-@pytest.fixture
-def ascii_locale():
-    saved = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    yield
-    locale.setlocale(locale.LC_CTYPE, saved)
 
 
 @pytest.mark.parametrize("compress", [False, True])
