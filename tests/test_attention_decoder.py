@@ -193,6 +193,15 @@ def test_the_memory_mask_prepared_for_stepping_is_boolean():
             {"units": 8, "attention": "dot"},
             r"Expected one of \{'bahdanau', 'luong', 'none'\}. Received: attention='dot'",
         ),
+        (
+            {"units": 8, "attention": "none", "gate": True},
+            r"^gate=True scales an attention context; attention='none' has none\. Received: gate=True$",
+        ),
+        (
+            {"units": 8, "attention": "none", "placement": "before"},
+            r"^placement says where attention sits in a step; attention='none' has none \(summary_input feeds a "
+            r"fixed context instead\)\. Received: placement='before'$",
+        ),
     ],
 )
 def test_invalid_arguments_are_clear_errors(kwargs, message):
@@ -556,6 +565,18 @@ _LSTM = ["lstm_cell/kernel", "lstm_cell/recurrent_kernel", "lstm_cell/bias"]
             [f"lstm_{i}/{w}" for i in range(2) for w in _LSTM]
             + ["attention/key_dense/kernel", "attentional_dense/kernel", "attentional_norm/gamma", "attentional_norm/beta"],
         ),
+        (
+            # Bahdanau et al.'s maxout deep output: one projection of [s_t; x_t; c_t], with its bias.
+            {"units": 6, "cell_type": "gru", "attention": "bahdanau", "placement": "before", "deep_output": "maxout"},
+            ["gru_0/gru_cell/kernel", "gru_0/gru_cell/recurrent_kernel", "gru_0/gru_cell/bias"]
+            + ["attention/attention_v", "attention/query_dense/kernel", "attention/key_dense/kernel"]
+            + ["deep_output/kernel", "deep_output/bias"],
+        ),
+        (
+            # Xu et al.'s linear deep output: L_h reads the state, L_z the context.
+            {"units": 6, "placement": "before", "deep_output": "linear"},
+            [f"lstm_0/{w}" for w in _LSTM] + ["attention/key_dense/kernel", "deep_state/kernel", "deep_context/kernel"],
+        ),
     ],
 )
 def test_weights_are_named_for_checkpoints(config, paths):
@@ -675,6 +696,24 @@ def test_asking_a_symbolic_decoder_without_attention_for_its_weights_is_a_clear_
     target = keras.Input((None, 5))
     memory = keras.Input((12,)) if summary_input else None
     with pytest.raises(
-        ValueError, match="no attention weights to return: it was built with attention='none'. Received: return_attention=True"
+        ValueError,
+        match="This decoder has no attention weights to return: it was built with attention='none'. "
+        "Received: return_attention=True",
     ):
         decoder(target, memory, return_attention=True)
+
+
+def test_linear_deep_output_without_attention_adds_the_projected_state_to_the_input():
+    # Xu et al.'s t = x_t + L_h s_t + L_z c_t with no context: t = x_t + L_h s_t, and no L_z at all.
+    decoder = AttentionDecoder(units=6, attention="none", deep_output="linear")
+    outputs = np.array(decoder(TARGET))
+    assert decoder.deep_context_dense is None
+    assert [w.path.split("/", 1)[1] for w in decoder.weights] == [f"lstm_0/{w}" for w in _LSTM] + ["deep_state/kernel"]
+    l_h = np.array(decoder.deep_state_dense.kernel)
+    state = decoder.get_initial_state(3)
+    for t in range(TARGET.shape[1]):
+        output, state, weights = decoder.step(TARGET[:, t], state, decoder.prepare_memory(None))
+        assert weights is None
+        expected = TARGET[:, t] + np.array(state[0]) @ l_h  # state[0] is the new h_t
+        np.testing.assert_allclose(np.array(output), expected, **tolerance(atol=1e-5))
+        np.testing.assert_allclose(outputs[:, t], expected, **tolerance(atol=1e-5))

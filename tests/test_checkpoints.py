@@ -466,58 +466,114 @@ def test_a_full_disk_while_checkpointing_is_one_error_and_the_checkpoints_before
 
 
 def test_a_checkpoint_file_holds_what_save_weights_writes(tmp_path):
-    import io
-
-    import h5py
-
     from seqtasks.training.checkpoints import weights_file_bytes
 
     callback = _checkpointed(tmp_path, [(3, 1.5)])
     callback.model.save_weights(tmp_path / "keras.weights.h5")
-
-    def datasets(file):
-        found = {}
-        with h5py.File(file) as opened:
-            opened.visititems(lambda name, item: found.update({name: item[()].tolist()} if hasattr(item, "shape") else {}))
-        return found
-
-    theirs = datasets(tmp_path / "keras.weights.h5")
+    theirs = _datasets(tmp_path / "keras.weights.h5")
     # The kernel and bias; the optimizer's iterations, learning rate and both moments of each.
     assert len(theirs) == 8
-    assert datasets(io.BytesIO(weights_file_bytes(callback.model))) == theirs
-    assert datasets(tmp_path / "step-00000003.weights.h5") == theirs
+    assert _datasets(weights_file_bytes(callback.model)) == theirs
+    assert _datasets(tmp_path / "step-00000003.weights.h5") == theirs
 
 
 def test_without_keras_private_state_writer_a_checkpoint_is_written_through_save_weights(tmp_path, monkeypatch):
-    import io
-    import os
-
-    import h5py
-    from keras.src.saving import saving_lib
-
     from seqtasks.training.checkpoints import weights_file_bytes
 
     callback = _checkpointed(tmp_path / "private", [(3, 1.5)])
     expected = weights_file_bytes(callback.model)
-    class PathsOnly(saving_lib.H5IOStore):  # a Keras release whose store takes no file object
+    _store_takes_paths_only(monkeypatch)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    public = weights_file_bytes(callback.model, scratch)
+    assert list(scratch.iterdir()) == []  # the temporary folder is gone
+
+
+    assert len(_datasets(public)) == 8 and _datasets(public) == _datasets(expected)
+
+
+def _datasets(source):
+    """Every dataset of an HDF5 weights file (its path or its bytes), by name."""
+    import io
+
+    import h5py
+
+    found = {}
+    with h5py.File(io.BytesIO(source) if isinstance(source, bytes) else source) as opened:
+        opened.visititems(lambda name, item: found.update({name: item[()].tolist()} if hasattr(item, "shape") else {}))
+    return found
+
+
+def _store_takes_paths_only(monkeypatch):
+    """Keras' HDF5 store as in a release whose store takes no file object, only a path."""
+    import os
+
+    from keras.src.saving import saving_lib
+
+    class PathsOnly(saving_lib.H5IOStore):
         def __init__(self, target, *args, **kwargs):
             if not isinstance(target, (str, os.PathLike)):
                 raise TypeError("H5IOStore() takes a path")
             super().__init__(target, *args, **kwargs)
 
     monkeypatch.setattr(saving_lib, "H5IOStore", PathsOnly)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    public = weights_file_bytes(callback.model, scratch)
-    assert list(scratch.iterdir()) == []  # the temporary folder is gone
 
-    def datasets(data):
-        found = {}
-        with h5py.File(io.BytesIO(data)) as opened:
-            opened.visititems(lambda name, item: found.update({name: item[()].tolist()} if hasattr(item, "shape") else {}))
-        return found
 
-    assert len(datasets(public)) == 8 and datasets(public) == datasets(expected)
+def _keras_version():
+    import keras
+
+    return tuple(int(part) for part in keras.__version__.split(".")[:2])
+
+
+@pytest.mark.skipif(not (3, 12) <= _keras_version() <= (3, 15), reason="the in-memory writer of Keras 3.12 to 3.15")
+def test_a_checkpoint_file_is_made_in_memory_so_hdf5_never_writes_to_the_disk(tmp_path):
+    callback = _checkpointed(tmp_path, [(3, 1.5)])
+    before = callback.model.get_weights()
+    expected = _datasets(tmp_path / "step-00000003.weights.h5")
+    callback.model.save_weights = pytest.fail  # HDF5 writing a file: what a full disk must never reach
+    callback.steps = 6
+    callback.save()
+    written = tmp_path / "step-00000006.weights.h5"
+    assert _datasets(written) == expected
+    assert all(np.array_equal(a, b) for a, b in zip(callback.model.get_weights(), before))
+
+
+def test_without_keras_private_state_writer_the_file_is_made_in_a_hidden_folder_of_the_checkpoint_folder(
+    tmp_path, monkeypatch
+):
+    import tempfile
+
+    folder = tmp_path / "checkpoints"
+    callback = _checkpointed(folder, [(3, 1.5)])
+
+    _store_takes_paths_only(monkeypatch)
+    # The system's temporary folder is unusable (another, full disk): the checkpoint folder's room was checked.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-temporary-folder"))
+    working = tmp_path / "working"
+    working.mkdir()
+    monkeypatch.chdir(working)
+    listed = []
+    save_weights = callback.model.save_weights
+
+    def listing_then_saving(path):
+        listed.append(sorted(p.name for p in folder.iterdir()))
+        return save_weights(path)
+
+    callback.model.save_weights = listing_then_saving
+    before = _files(folder)
+    callback.steps = 6
+    callback.save()
+    assert len(listed) == 1
+    made = [name for name in listed[0] if name not in before]
+    assert len(made) == 1 and made[0].startswith(".")  # hidden while it is written, like the temporary files
+    assert not (folder / made[0]).exists()  # gone again
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "state.json",
+        "step-00000003.weights.h5",
+        "step-00000006.weights.h5",
+    ]
+    assert _datasets(folder / "step-00000006.weights.h5") == _datasets(folder / "step-00000003.weights.h5")
+    assert list(working.iterdir()) == []  # nothing written where the command was given
 
 
 def test_a_checkpoint_that_would_not_fit_on_the_disk_is_not_started(tmp_path, monkeypatch):

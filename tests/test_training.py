@@ -315,3 +315,25 @@ def _model_with(config):
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer=make_optimizer(dataclasses.replace(config, learning_rate=0.05)), loss="mse")
     return model
+
+
+def test_the_xla_compilations_counted_while_training_are_returned_with_the_history(tmp_path, monkeypatch):
+    import contextlib
+
+    import seqtasks.training.compiled as compiled
+    from seqtasks.training.fit import fit_metrics
+
+    @contextlib.contextmanager
+    def counting(found=None, names=("train_step", "test_step")):
+        # What JAX's compile events add to `found` (see compiled.xla_compilations); TensorFlow reports none.
+        found = {} if found is None else found
+        yield found
+        entry = found.setdefault("train_step", {"compilations": 0, "seconds": 0.0})
+        entry["compilations"] += 1
+        entry["seconds"] += 0.25
+
+    monkeypatch.setattr(compiled, "xla_compilations", counting)
+    model = _model()
+    history = fit(model, _data(2), _data(2), dataclasses.replace(TrainingConfig(), epochs=2), tmp_path)
+    assert history.xla_compilations == {"train_step": {"compilations": 1, "seconds": 0.25}}
+    assert fit_metrics("toy", history, history.train_seconds, model)["xla_compilations"] == history.xla_compilations
