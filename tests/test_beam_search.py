@@ -701,3 +701,198 @@ def test_a_beam_width_given_as_a_tensor_with_n_best_a_number_or_none(n_best):
         np.testing.assert_allclose(best[2][b], expected_score, rtol=1e-5)
     for mine, theirs in zip((ids, lengths, scores), search(width)):
         np.testing.assert_allclose(mine, np.array(theirs), rtol=1e-5)
+
+
+# --- Preferences: GNMT's coverage penalty and blocking of repeated n-grams, against brute force.
+
+
+def _repeats_an_ngram(tokens, size):
+    grams = [tuple(tokens[i : i + size]) for i in range(len(tokens) - size + 1)]
+    return len(grams) != len(set(grams))
+
+
+def _coverage(accumulated, beta):
+    """GNMT's cp written out: positions never attended (padding) count as covered."""
+    covered = np.where(accumulated == 0.0, 1.0, np.minimum(accumulated, 1.0))
+    return beta * np.log(covered).sum()
+
+
+def _attending_step(logits_by_entry, attention_by_entry, vocab):
+    """`_prefix_step` whose state also sums the attention weights its prefixes give."""
+    prefix_step = _prefix_step(logits_by_entry, vocab)
+    codes, source_length = attention_by_entry.shape[1:]
+    flat = attention_by_entry.reshape(-1, source_length)
+
+    def step(ids, state):
+        entry, code, accumulated = state
+        logits, (entry, code) = prefix_step(ids, (entry, code))
+        return logits, (entry, code, accumulated + ops.take(flat, entry * codes + code, axis=0))
+
+    return step
+
+
+def _exhaustive_preferring(logits, attention, vocab, start, end_id, max_length, alpha, beta, ngram_size):
+    """`_exhaustive` with coverage (on ended sequences) and without sequences repeating an n-gram."""
+    log_probs = logits.astype(np.float64)
+    log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    scored = []
+    for length in range(1, max_length + 1):
+        for tokens in itertools.product(range(vocab), repeat=length):
+            if end_id in tokens[:-1] or (length < max_length and tokens[-1] != end_id):
+                continue
+            if ngram_size and _repeats_an_ngram(tokens, ngram_size):
+                continue
+            code, total, accumulated = 0, 0.0, np.zeros(attention.shape[-1])
+            for fed, token in zip((start,) + tokens[:-1], tokens):
+                code = code * (vocab + 1) + fed + 1
+                total += log_probs[code, token]
+                accumulated += attention[code]
+            score = total / _penalty(_scored_length(tokens, end_id), alpha)
+            if tokens[-1] == end_id:
+                score += _coverage(accumulated, beta)
+            scored.append((score, tokens))
+    scored.sort(reverse=True)
+    return scored[:4]
+
+
+@pytest.mark.parametrize(
+    "vocab, max_length, beta, ngram_size",
+    [(4, 3, 0.8, 0), (3, 4, 2.0, 0), (4, 4, 0.0, 1), (3, 5, 0.0, 2), (4, 4, 1.0, 2)],
+)
+def test_a_beam_that_keeps_every_candidate_prefers_as_the_exhaustive_search_does(vocab, max_length, beta, ngram_size):
+    start, end_id, batch, n_best, source_length = 1, 2, 3, 3, 4
+    width = vocab**max_length
+    codes = (vocab + 1) ** max_length
+    rng = np.random.default_rng(1000 * vocab + 10 * max_length + ngram_size)
+    for alpha in (0.0, 1.0):
+        logits = rng.normal(0.0, 1.5, size=(batch, codes, vocab)) + rng.normal(0.0, 3.0, size=(batch, codes, 1))
+        logits[..., end_id] += rng.uniform(0.0, 2.0, size=(batch, codes))
+        logits = logits.astype("float32")
+        attention = rng.dirichlet(np.full(source_length, 0.3), size=(batch, codes))
+        attention[0, :, -1] = 0.0  # entry 0's last source position is padding: never attended
+        attention[0] /= attention[0].sum(-1, keepdims=True)
+        attention = attention.astype("float32")
+        state = tile_beams(
+            (np.arange(batch, dtype=np.int32), np.zeros(batch, np.int32), np.zeros((batch, source_length), np.float32)),
+            width,
+        )
+        ids, lengths, scores, _ = beam_search(
+            _attending_step(logits, attention, vocab), state, np.full(batch, start), end_id, max_length, width, alpha,
+            n_best=n_best, coverage_penalty_weight=beta, coverage_fn=lambda state: state[2],
+            no_repeat_ngram_size=ngram_size,
+        )
+        ids, lengths, scores = (np.array(x) for x in (ids, lengths, scores))
+        for b in range(batch):
+            expected = _exhaustive_preferring(
+                logits[b], attention[b], vocab, start, end_id, max_length, alpha, beta, ngram_size
+            )
+            gaps = [first - second for (first, _), (second, _) in zip(expected, expected[1:])]
+            assert min(gaps) > 1e-4 * abs(expected[0][0]), "a near tie: pick another seed"
+            for k, (score, tokens) in enumerate(expected[:n_best]):
+                assert list(ids[b, k, : lengths[b, k]]) == list(tokens), (alpha, b, k)
+                np.testing.assert_allclose(scores[b, k], score, rtol=1e-5)
+            assert list(scores[b]) == sorted(scores[b], reverse=True)
+
+
+def test_a_coverage_penalty_turns_the_search_to_the_output_that_attends_everywhere():
+    # "X end" (p .6) looks at source position 0 on both steps: coverage (1.98, 0.02), cp = log 0.02.
+    # "Y end" (p .4) looks at position 0, then 1: coverage (1.0, 1.0), cp = 0. With beta 1 it wins.
+    logits = np.full((1, 3, VOCAB, VOCAB), -1e9, np.float32)
+    logits[0, 0, START, [X, Y]] = np.log([0.6, 0.4])
+    logits[0, 1, X, END] = logits[0, 1, Y, END] = 0.0
+    weights = {START: [0.99, 0.01], X: [0.99, 0.01], Y: [0.01, 0.99]}
+    table = np.zeros((VOCAB, 2), np.float32)
+    for token, row in weights.items():
+        table[token] = row
+    scripted = _scripted_step(logits)
+
+    def step(ids, state):
+        entry, taken, accumulated = state
+        out, (entry, taken) = scripted(ids, (entry, taken))
+        return out, (entry, taken, accumulated + ops.take(table, ids, axis=0))
+
+    def run(beta):
+        state = tile_beams((np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros((1, 2), np.float32)), 2)
+        ids, _, scores, _ = beam_search(
+            step, state, np.full(1, START), END, 3, 2, coverage_penalty_weight=beta, coverage_fn=lambda s: s[2]
+        )
+        return list(np.array(ids)[0, :2]), float(np.array(scores)[0])
+
+    assert run(0.0) == ([X, END], pytest.approx(np.log(0.6), rel=1e-5))
+    ids, score = run(1.0)
+    assert ids == [Y, END]
+    # Y end: position 0 gets .99 + .01, position 1 .01 + .99: both covered, cp = 0.
+    assert score == pytest.approx(np.log(0.4), rel=1e-5)
+
+
+def test_blocking_repeated_bigrams_stops_a_loop_the_model_prefers():
+    # The model loops "X Y X Y ..." (.9 a step) and rarely ends (.1): cut at max_length, the loop
+    # outscores every ended output. With bigrams blocked, "X Y X" cannot go on with Y, and every
+    # continuation that is left costs at least one more .1: the best is the shortest ending, "X end".
+    table = _table({START: {X: 0.97, END: 0.03}, X: {Y: 0.9, END: 0.1}, Y: {X: 0.9, END: 0.1}})
+    state = tile_beams(np.zeros(1, np.int32), 2)
+    free = beam_search(_unigram_step(table), state, np.full(1, START), END, 6, 2)
+    blocked = beam_search(_unigram_step(table), state, np.full(1, START), END, 6, 2, no_repeat_ngram_size=2)
+    assert list(np.array(free[0])[0]) == [X, Y, X, Y, X, Y]
+    ids, length = np.array(blocked[0])[0], int(np.array(blocked[1])[0])
+    assert list(ids[:length]) == [X, END]
+    np.testing.assert_allclose(np.array(blocked[2])[0], table[START, X] + table[X, END], rtol=1e-5)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_repeated_ngram_bans_match_brute_force(size):
+    from seqtasks.decoding.beam_search import repeated_ngram_bans
+
+    rng = np.random.default_rng(size)
+    ids = rng.integers(0, 3, size=(6, 8)).astype("int32")
+    for step in range(0, 9):
+        got = np.array(repeated_ngram_bans(ids, step, size, 5))
+        for row in range(6):
+            produced = list(ids[row, :step])
+            expected = [token for token in range(5) if _repeats_an_ngram(produced + [token], size)
+                        and not _repeats_an_ngram(produced, size)]
+            # Rows that already repeat an n-gram never occur in a search; compare the bans on the others.
+            if not _repeats_an_ngram(produced, size):
+                assert list(np.flatnonzero(got[row])) == expected, (step, row)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"coverage_penalty_weight": -0.5, "coverage_fn": lambda s: s}, "Expected coverage_penalty_weight >= 0. Received: coverage_penalty_weight=-0.5"),
+        ({"coverage_penalty_weight": 0.2}, "A coverage penalty needs `coverage_fn(state)`"),
+        ({"no_repeat_ngram_size": -1}, "Expected no_repeat_ngram_size to be an int >= 0 (0: no blocking). Received: no_repeat_ngram_size=-1"),
+        ({"no_repeat_ngram_size": 2.0}, "Received: no_repeat_ngram_size=2.0"),
+        ({"no_repeat_ngram_size": True}, "Received: no_repeat_ngram_size=True"),
+    ],
+)
+def test_preferences_outside_their_range_are_errors(kwargs, message):
+    state = tile_beams(np.zeros(1, np.int32), 2)
+    with pytest.raises(ValueError) as error:
+        beam_search(_unigram_step(TRAP), state, np.full(1, START), END, 4, 2, **kwargs)
+    assert message in str(error.value)
+
+
+def test_a_coverage_weight_given_as_a_tensor_searches_as_the_same_number_does():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("settings as tensors: TensorFlow graphs only")
+    import tensorflow as tf
+
+    vocab, max_length, batch, width = 4, 3, 2, 64
+    rng = np.random.default_rng(5)
+    logits = rng.normal(0.0, 1.5, size=(batch, (vocab + 1) ** max_length, vocab)).astype("float32")
+    attention = rng.dirichlet(np.full(3, 0.3), size=(batch, (vocab + 1) ** max_length)).astype("float32")
+
+    def search(beta):
+        state = tile_beams(
+            (tf.range(batch), tf.zeros([batch], tf.int32), tf.zeros([batch, 3])), width
+        )
+        return beam_search(
+            _attending_step(logits, attention, vocab), state, tf.fill([batch], 1), 2, max_length, width,
+            n_best=2, coverage_penalty_weight=beta, coverage_fn=lambda s: s[2], no_repeat_ngram_size=1,
+        )[:3]
+
+    traced = tf.function(search, input_signature=[tf.TensorSpec([], tf.float32)])
+    for beta in (0.0, 1.5):
+        for mine, theirs in zip(traced(beta), search(beta)):
+            np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)

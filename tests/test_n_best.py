@@ -70,3 +70,47 @@ def test_predict_n_best_prints_k_scored_lines_per_input(exports):
 def test_predict_n_best_beyond_what_the_export_keeps_is_an_error(exports, which, k, message):
     result = seqtasks_command("predict", exports[which], "1 2 3", "--n-best", k, expect=2)
     assert result.stderr.splitlines() == [f"Error: {message}"]
+
+
+@pytest.fixture(scope="module")
+def decoding_exports(run_cache, tmp_path_factory):
+    """The small toy run exported to sample 4 outputs per input, and to search with the beam's preferences."""
+    run_dir = run_cache.get(SMALL_TOY).run_dir
+    root = tmp_path_factory.mktemp("decoding")
+    settings = {
+        "samples": ["model.decoding.num_samples=4", "model.decoding.n_best=4", "model.decoding.seed=5",
+                    "model.decoding.temperature=1.5"],
+        "preferences": [BEAM, "model.decoding.no_repeat_ngram_size=2", "model.decoding.coverage_penalty=0.5"],
+    }
+    for folder, overrides in settings.items():
+        arguments = [part for override in overrides for part in ("--set", override)]
+        seqtasks_command("export", run_dir, "--set", f"export.directory={root}/{folder}", *arguments)
+    return {folder: root / folder / "toy" / "1" for folder in settings}
+
+
+def test_an_export_that_samples_returns_its_samples_best_first_and_the_same_for_the_same_seed(decoding_exports):
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(decoding_exports["samples"])).signatures["serving_default"]
+    texts = tf.constant(["1 2 3 4", "5 6 7", "1 2 3 4"])
+    first, again = serve(text=texts), serve(text=texts)
+    outputs, scores = first["outputs"].numpy(), first["scores"].numpy()
+    assert outputs.shape == scores.shape == (3, 4)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    assert len(set(outputs[0])) > 1  # at temperature 1.5 a small model's samples differ
+    np.testing.assert_array_equal(again["outputs"].numpy(), outputs)  # the recipe's seed: the same samples
+    np.testing.assert_array_equal(outputs[2], outputs[0])  # an input's samples do not depend on its place
+    lines = seqtasks_command("predict", decoding_exports["samples"], "1 2 3 4", "--n-best", 4).stdout.splitlines()
+    assert [line.split("\t")[1] for line in lines] == [text.decode() for text in outputs[0]]
+
+
+def test_an_export_with_repeated_bigrams_blocked_never_writes_one(decoding_exports):
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(decoding_exports["preferences"])).signatures["serving_default"]
+    # Reversed, these repeat a bigram ("2 1 ... 2 1"): what the model was trained to write.
+    texts = ["1 2 1 2", "3 4 5 3 4", "7 7 7"]
+    for text in serve(text=tf.constant(texts))["output"].numpy():
+        tokens = text.decode().split()
+        bigrams = list(zip(tokens, tokens[1:]))
+        assert len(bigrams) == len(set(bigrams)), text

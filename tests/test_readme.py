@@ -65,6 +65,16 @@ def test_layer_example_runs(fresh_python):
 
 
 @pytest.mark.slow
+def test_decoding_example_runs(fresh_python):
+    (code,) = re.findall(r"```python\n(.*?)```", _section("Decoding: search preferences and sampling", "docs/layers.md"), re.S)
+    result = fresh_python(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-4:] == [
+        "[2 3 2 3 2 3]", "[2 0]", "[[0], [2, 2, 0], [2, 3, 0]]", "True"
+    ]
+
+
+@pytest.mark.slow
 def test_word_vectors_example_runs(fresh_python):
     (code,) = re.findall(r"```python\n(.*?)```", _section("Pretrained word vectors in your own model", "docs/layers.md"), re.S)
     result = fresh_python(code)

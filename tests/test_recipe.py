@@ -1394,6 +1394,43 @@ def test_n_best_beyond_the_beam_width_is_an_error(tmp_path):
     )
 
 
+def test_sampling_and_the_beam_preferences_are_checked_together(tmp_path):
+    path = write(tmp_path, "task: toy\nmodel:\n  decoding:\n    num_samples: 3\n    n_best: 4\n")
+    assert error_of(path) == f"{path}: model.decoding.n_best: must not exceed num_samples (3); got 4 (line 5)"
+    decoding = load_recipe(path, ["model.decoding.n_best=3"]).model.decoding
+    assert (decoding.num_samples, decoding.n_best, decoding.beam_width) == (3, 3, 1)  # samples, not beams
+    for field, value in (("coverage_penalty", "0.4"), ("no_repeat_ngram_size", "3")):
+        assert error_of(path, ["model.decoding.n_best=1", f"model.decoding.{field}={value}"]) == (
+            f"--set model.decoding.{field}: a beam search preference; num_samples 3 samples instead"
+        )
+    for field in ("temperature", "top_p"):
+        assert error_of(path, ["model.decoding.n_best=1", f"model.decoding.{field}=0"]) == (
+            f"--set model.decoding.{field}: expected at least 0.01; got 0.0"
+        )
+    assert error_of(path, ["model.decoding.n_best=1", "model.decoding.top_p=1.5"]) == (
+        "--set model.decoding.top_p: expected at most 1.0; got 1.5"
+    )
+    assert error_of(path, ["model.decoding.n_best=1", "model.decoding.no_repeat_ngram_size=11"]) == (
+        "--set model.decoding.no_repeat_ngram_size: expected at most 10; got 11"
+    )
+
+
+def test_a_coverage_penalty_needs_attention(tmp_path):
+    path = write(tmp_path, "task: toy\nmodel:\n  attention:\n    type: none\n  decoding:\n    coverage_penalty: 0.2\n")
+    assert error_of(path) == (
+        f"{path}: model.decoding.coverage_penalty: weighs the attention over the source; attention type 'none' has "
+        "none (line 6)"
+    )
+    assert load_recipe(path, ["model.attention.type=luong"]).model.decoding.coverage_penalty == 0.2
+
+
+def test_the_largest_blocked_ngram_is_the_one_an_export_graph_blocks():
+    from seqtasks.decoding.beam_search import NGRAM_LIMIT
+    from seqtasks.recipe.schema import MAX_NGRAM_SIZE
+
+    assert MAX_NGRAM_SIZE == NGRAM_LIMIT
+
+
 def test_of_two_values_yaml_cannot_read_the_first_in_the_file_is_reported(tmp_path):
     path = write(tmp_path, "task: toy\ndata:\n  x: 2001-13-40\nseed: 2001-13-41\n")
     assert error_of(path) == f"{path}: invalid YAML: cannot read '2001-13-40' as timestamp (line 3)"

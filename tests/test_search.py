@@ -39,9 +39,35 @@ class BigramModel:
         return ops.take(self.table, ids, axis=0) + cache, state, None
 
 
+class AttendingModel(BigramModel):
+    """`BigramModel` that attends over its input's positions: a step's weights are the fed token's row of a
+    table, softmaxed over the input's non-padding positions (cache: `(bias, keys, mask)`, as a decoder's)."""
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        rng = np.random.default_rng(seed + 100)
+        self.scores = rng.normal(0.0, 2.0, size=(VOCAB, INPUTS.shape[1])).astype("float32")
+
+    def encode(self, inputs):
+        from keras import ops
+
+        bias, state = super().encode(inputs)
+        return (bias, bias, ops.not_equal(inputs, 0)), state
+
+    def decode_step(self, ids, state, cache):
+        from keras import ops
+
+        bias, _, mask = cache
+        scores = ops.where(mask, ops.take(self.scores, ids, axis=0), -1e9)
+        return ops.take(self.table, ids, axis=0) + bias, state, ops.softmax(scores, axis=-1) * ops.cast(mask, "float32")
+
+
 class Decoding:
-    def __init__(self, beam_width, max_length, length_penalty):
+    def __init__(self, beam_width, max_length, length_penalty, **others):
         self.beam_width, self.max_length, self.length_penalty = beam_width, max_length, length_penalty
+        self.coverage_penalty, self.no_repeat_ngram_size = others.get("coverage_penalty", 0.0), others.get("ngram", 0)
+        self.num_samples, self.temperature = others.get("num_samples", 0), others.get("temperature", 1.0)
+        self.top_k, self.top_p, self.seed = others.get("top_k", 0), others.get("top_p", 1.0), others.get("seed", 0)
 
 
 INPUTS = np.array([[3, 1], [5, 2], [4, 4]], np.int32)
@@ -97,3 +123,104 @@ def test_settings_as_tensors_in_a_graph_search_as_the_recipe_s_numbers_do(width,
     assert got[0].shape == (3, n_best, 6)
     for mine, theirs in zip(got, expected):
         np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)
+
+
+def _log_probs(model, row):
+    table = model.table + np.eye(VOCAB, dtype="float32")[row[0]] * 0.5
+    return table - np.log(np.exp(table).sum(-1, keepdims=True))
+
+
+def _exhaustive_best(model, row, max_length, alpha, beta=0.0, ngram=0):
+    """The best output of one input by brute force, with the search's scoring (coverage on ended outputs)."""
+    import itertools
+
+    log_probs = _log_probs(model, row)
+    mask = np.asarray(row) != 0
+    best = (-np.inf, None)
+    for length in range(1, max_length + 1):
+        for tokens in itertools.product(range(VOCAB), repeat=length):
+            if END_ID in tokens[:-1] or (length < max_length and tokens[-1] != END_ID):
+                continue
+            grams = [tokens[i : i + ngram] for i in range(len(tokens) - ngram + 1)] if ngram else []
+            if len(grams) != len(set(grams)):
+                continue
+            fed = (START_ID,) + tokens[:-1]
+            total = sum(log_probs[a, b] for a, b in zip(fed, tokens))
+            ended = tokens[-1] == END_ID
+            score = total / ((5.0 + length - ended) / 6.0) ** alpha
+            if ended and beta:
+                covered = np.zeros(len(row))
+                for a in fed:
+                    weights = np.where(mask, np.exp(model.scores[a] - model.scores[a][mask].max()), 0.0)
+                    covered += weights / weights.sum()
+                covered = np.where(covered == 0.0, 1.0, np.minimum(covered, 1.0))
+                score += beta * np.log(covered).sum()
+            best = max(best, (score, tokens))
+    return best
+
+
+@pytest.mark.parametrize("beta, ngram", [(0.0, 1), (1.5, 0), (0.8, 2)])
+def test_the_preferences_reach_the_search_through_the_recipe(beta, ngram):
+    # Padding (0) in the second input: a position never attended counts as covered.
+    model, alpha, max_length = AttendingModel(4), 0.6, 4
+    decode = make_decode(model, Decoding(VOCAB**max_length, max_length, alpha, coverage_penalty=beta, ngram=ngram))
+    ids, lengths, scores = (np.asarray(x) for x in decode(np.array([[3, 1], [5, 0], [4, 4]], np.int32)))
+    for b, row in enumerate([[3, 1], [5, 0], [4, 4]]):
+        score, tokens = _exhaustive_best(model, row, max_length, alpha, beta, ngram)
+        assert list(ids[b, : lengths[b]]) == list(tokens), b
+        np.testing.assert_allclose(scores[b], score, rtol=1e-5)
+
+
+def test_a_model_without_attention_searches_without_coverage():
+    # A request's coverage penalty (a tensor) reaches a decoder that has no weights to sum: nothing to weigh.
+    model = BigramModel(5)
+    plain = [np.asarray(x) for x in search(model, INPUTS, 3, 5, 0.6)]
+    weighed = [np.asarray(x) for x in search(model, INPUTS, 3, 5, 0.6, coverage_penalty=np.float32(2.0))]
+    for mine, theirs in zip(weighed, plain):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6)
+
+
+def test_samples_come_back_best_first_with_the_search_s_scores():
+    from seqtasks.tasks.seq2seq_common import Sampling
+
+    model, alpha = BigramModel(6), 0.6
+    decode = make_decode(model, Decoding(1, 6, alpha, num_samples=8, seed=3, top_p=0.95), n_best=8)
+    ids, lengths, scores = (np.asarray(x) for x in decode(INPUTS))
+    assert ids.shape == (3, 8, 6) and lengths.shape == scores.shape == (3, 8)
+    for b, row in enumerate(INPUTS):
+        log_probs = _log_probs(model, row)
+        assert list(scores[b]) == sorted(scores[b], reverse=True)
+        for k in range(8):
+            tokens = list(ids[b, k, : lengths[b, k]])
+            fed = [START_ID] + tokens[:-1]
+            ended = tokens[-1] == END_ID
+            expected = sum(log_probs[a, t] for a, t in zip(fed, tokens)) / ((5.0 + len(tokens) - ended) / 6.0) ** alpha
+            np.testing.assert_allclose(scores[b, k], expected, rtol=1e-5)
+    best = [np.asarray(x) for x in search(model, INPUTS, 1, 6, alpha, sampling=Sampling(8, top_p=0.95, seed=3))]
+    np.testing.assert_array_equal(best[0], ids[:, 0])
+    np.testing.assert_allclose(best[2], scores[:, 0])
+    other = np.asarray(search(model, INPUTS, 1, 6, alpha, n_best=8, sampling=Sampling(8, top_p=0.95, seed=4))[0])
+    assert not np.array_equal(other, ids)
+
+
+def test_a_sample_count_given_as_a_tensor_samples_or_searches_as_the_numbers_do():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("settings as tensors: TensorFlow graphs only")
+    import tensorflow as tf
+
+    from seqtasks.tasks.seq2seq_common import Sampling
+
+    model = BigramModel(7)
+    specs = [tf.TensorSpec([], tf.int32)] * 3 + [tf.TensorSpec([], tf.float32)]
+
+    def run(samples, n_best, seed, temperature):
+        sampling = Sampling(samples, temperature=temperature, seed=seed)
+        return search(model, INPUTS, 2, 6, 0.6, n_best, sampling=sampling)
+
+    traced = tf.function(run, input_signature=specs)
+    for samples, n_best, seed, temperature in [(0, 2, 1, 1.0), (3, 2, 1, 1.3), (4, 4, 9, 0.7)]:
+        expected = run(samples, n_best, seed, temperature)
+        got = traced(samples, n_best, seed, temperature)
+        assert got[0].shape == (3, n_best, 6)
+        for mine, theirs in zip(got, expected):
+            np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)

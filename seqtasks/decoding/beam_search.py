@@ -49,6 +49,77 @@ def length_penalty(lengths, alpha):
     return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
 
 
+def coverage_penalty(accumulated_attention, beta):
+    """GNMT coverage penalty `beta * sum_i log(min(sum_j p_ij, 1))` over source positions i.
+
+    `accumulated_attention` `(..., source_length)` holds each source
+    position's attention weights summed over the decoded steps j. Positions
+    with a sum of exactly 0 (padding, which attention masks) count as fully
+    covered, as tfa.seq2seq counts them. The penalty is 0 or negative for
+    `beta >= 0`. Returns float32 `(...)`.
+    """
+    covered = ops.cast(accumulated_attention, "float32")
+    covered = ops.where(ops.equal(covered, 0.0), _float32(1.0), ops.minimum(covered, 1.0))
+    return ops.cast(beta, "float32") * ops.sum(ops.log(covered), axis=-1)
+
+
+NGRAM_LIMIT = 10  # the largest n a tensor `no_repeat_ngram_size` may be: one graph serves every n up to it
+
+
+def repeated_ngram_bans(ids, step, ngram_size, vocab_size):
+    """Which next tokens would repeat an n-gram of each row: bool `(rows, vocab_size)`.
+
+    `ids` `(rows, max_length)` holds the tokens produced so far at positions
+    `0 .. step - 1`; the next token goes at `step`. Token w is banned where
+    the last `ngram_size - 1` tokens followed by w already occur in the row
+    (with `ngram_size=1`, every token already produced is banned; with 0,
+    none). `ngram_size` is an int, or an int scalar tensor of at most
+    `NGRAM_LIMIT`.
+    """
+    ids = ops.cast(ids, "int32")
+    step = ops.convert_to_tensor(step, dtype="int32")
+    rows, max_length = ops.shape(ids)[0], ops.shape(ids)[1]
+    static = isinstance(ngram_size, int)
+    prefix = ngram_size - 1
+    longest_prefix = prefix if static else NGRAM_LIMIT - 1
+    padded = ops.pad(ids, [(0, 0), (0, max(longest_prefix, 0))], constant_values=-1)
+    starts = ops.arange(max_length, dtype="int32")
+    # An earlier n-gram starts at s with s + ngram_size - 1 <= step - 1.
+    matches = ops.expand_dims(ops.logical_and(starts <= step - ngram_size, ops.greater(ngram_size, 0)), 0)
+    for offset in range(longest_prefix):
+        suffix_token = ops.take(ids, ops.clip(step - prefix + offset, 0, max_length - 1), axis=1)
+        same = ops.equal(padded[:, offset : offset + max_length], ops.expand_dims(suffix_token, 1))
+        if not static:
+            same = ops.logical_or(same, offset >= prefix)  # past this n's prefix
+        matches = ops.logical_and(matches, same)
+    following = ops.take(padded, ops.maximum(starts + prefix, 0), axis=1)
+    matches = ops.logical_and(matches, following >= 0)
+    row_index = ops.repeat(ops.expand_dims(ops.arange(rows, dtype="int32"), 1), max_length, axis=1)
+    indices = ops.stack([ops.reshape(row_index, (-1,)), ops.reshape(ops.maximum(following, 0), (-1,))], axis=1)
+    counts = ops.scatter(indices, ops.reshape(ops.cast(matches, "float32"), (-1,)), (rows, vocab_size))
+    return counts > 0
+
+
+def _check_preferences(coverage_penalty_weight, coverage_fn, no_repeat_ngram_size):
+    if isinstance(coverage_penalty_weight, (int, float)):
+        if not coverage_penalty_weight >= 0:
+            raise ValueError(
+                f"Expected coverage_penalty_weight >= 0. Received: coverage_penalty_weight={coverage_penalty_weight}"
+            )
+        if coverage_penalty_weight > 0 and coverage_fn is None:
+            raise ValueError(
+                "A coverage penalty needs `coverage_fn(state)`, the attention weights summed over the "
+                f"decoded steps. Received: coverage_penalty_weight={coverage_penalty_weight}, coverage_fn=None"
+            )
+    if isinstance(no_repeat_ngram_size, (bool, float)) or (
+        isinstance(no_repeat_ngram_size, int) and no_repeat_ngram_size < 0
+    ):
+        raise ValueError(
+            "Expected no_repeat_ngram_size to be an int >= 0 (0: no blocking). "
+            f"Received: no_repeat_ngram_size={no_repeat_ngram_size!r}"
+        )
+
+
 def beam_search(
     step_fn,
     state,
@@ -59,6 +130,9 @@ def beam_search(
     alpha=0.0,
     pad_id=0,
     n_best=None,
+    coverage_penalty_weight=0.0,
+    coverage_fn=None,
+    no_repeat_ngram_size=0,
 ):
     """Beam search for a whole batch in one graph loop (`keras.ops.while_loop`).
 
@@ -88,9 +162,22 @@ def beam_search(
         n_best: None, or an int in 1..beam_width: return that many
             hypotheses per batch entry (an axis of size `n_best` after the
             batch axis of `ids`, `lengths` and `scores`).
+        coverage_penalty_weight: float >= 0, GNMT's beta: a hypothesis that
+            ends adds `coverage_penalty(coverage_fn(state), beta)` to its
+            score, with the state of the step that produced `end_id`, so
+            outputs that leave source words unattended rank lower (0: none).
+        coverage_fn: `coverage_fn(state) -> (batch * beam, source_length)`,
+            the attention weights summed over the decoded steps so far
+            (the step function accumulates them in its state). Needed when
+            the coverage penalty is not 0.
+        no_repeat_ngram_size: int >= 0; N > 0 gives any token that would
+            repeat an N-gram already in its hypothesis a log-probability of
+            -1e9, so it is never chosen while another token can be (0: none;
+            a tensor: at most `NGRAM_LIMIT`).
 
-    Under TensorFlow, `max_length`, `beam_width`, `alpha` and `n_best` may
-    also be scalar tensors (one graph for any setting, as an export's
+    Under TensorFlow, `max_length`, `beam_width`, `alpha`, `n_best`,
+    `coverage_penalty_weight` and `no_repeat_ngram_size` may also be scalar
+    tensors (one graph for any setting, as an export's
     `with_settings` signature takes them); they are then not checked here.
 
     Returns:
@@ -98,8 +185,9 @@ def beam_search(
         entry (of its `n_best` best, but the state of the best alone): `ids` `(batch, max_length)` int32 (`end_id` then `pad_id`
         after the end), `lengths` `(batch,)` tokens produced, `end_id`
         included, `scores` `(batch,)` float32 log-probability divided by the
-        length penalty of the length without `end_id`, and that hypothesis'
-        last state `(batch, ...)`.
+        length penalty of the length without `end_id` (plus the coverage
+        penalty of a hypothesis that ended), and that hypothesis' last state
+        `(batch, ...)`.
 
     Reference:
         Wu et al., "Google's Neural Machine Translation System", 2016, §7.
@@ -112,6 +200,11 @@ def beam_search(
         raise ValueError(f"Expected beam_width >= 1. Received: beam_width={beam_width}")
     if static and n_best is not None and not 1 <= n_best <= beam_width:
         raise ValueError(f"Expected n_best in 1..beam_width={beam_width}. Received: n_best={n_best}")
+    _check_preferences(coverage_penalty_weight, coverage_fn, no_repeat_ngram_size)
+    covers = coverage_fn is not None and not (
+        isinstance(coverage_penalty_weight, (int, float)) and coverage_penalty_weight == 0
+    )
+    blocks = not (isinstance(no_repeat_ngram_size, int) and no_repeat_ngram_size == 0)
     width = beam_width
     kept = 1 if n_best is None else n_best
     start_ids = ops.cast(start_ids, "int32")
@@ -122,19 +215,26 @@ def beam_search(
     def gather(x, flat_index):
         return ops.take(x, flat_index, axis=0)
 
-    def cond(step, ids, last, state, finished, lengths, scores):
+    def cond(step, ids, last, state, finished, lengths, scores, penalties):
         # Log-probabilities only fall and the penalty is largest at `max_length`,
         # so `score / penalty(max_length)` bounds what a live hypothesis can
         # still reach. An entry is done once its `kept` best hypotheses have ended
         # and no live one can pass the last of them: stopping then changes no result.
+        # A coverage penalty is never positive, so it only lowers what a live one can reach.
         last_kept = scores[:, kept - 1] / length_penalty(lengths[:, kept - 1] - 1, alpha)  # read once ended
+        last_kept = last_kept + penalties[:, kept - 1]
         reachable = ops.where(finished, _float32(-float("inf")), scores / length_penalty(max_length, alpha))
         done = ops.logical_and(ops.all(finished[:, :kept], axis=1), last_kept >= ops.max(reachable, axis=1))
         return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
 
-    def body(step, ids, last, state, finished, lengths, scores):
+    def body(step, ids, last, state, finished, lengths, scores, penalties):
         logits, state = step_fn(ops.reshape(last, (-1,)), state)
         logits = ops.cast(logits, "float32")
+        model_logits = logits
+        if blocks:
+            flat_ids = ops.reshape(ids, (batch_size * width, -1))
+            bans = repeated_ngram_bans(flat_ids, step, no_repeat_ngram_size, ops.shape(logits)[-1])
+            logits = ops.where(bans, _float32(_NEG), logits)
         # Each hypothesis' best `width` tokens hold the batch entry's best
         # `width` extensions, so only those candidates (not the whole
         # vocabulary) are normalised, scored and ranked.
@@ -149,7 +249,10 @@ def beam_search(
         else:
             per_row = min(width, logits.shape[-1])
             row_top, row_tokens, row_max = _row_top_k(logits, per_row)
-        log_normalizer = row_max + ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
+        if blocks:
+            # A banned token is ruled out, not taken out of the model's distribution.
+            row_max = ops.max(model_logits, axis=-1, keepdims=True)
+        log_normalizer = row_max + ops.log(ops.sum(ops.exp(model_logits - row_max), axis=-1, keepdims=True))
         row_log_probs = ops.reshape(row_top - log_normalizer, (batch_size, width, per_row))
         row_tokens = ops.reshape(ops.cast(row_tokens, "int32"), (batch_size, width, per_row))
         # An ended hypothesis has one candidate: `end_id`, at no cost.
@@ -163,6 +266,12 @@ def beam_search(
         # by the length before it, also on the step it is chosen.
         scored_lengths = ops.expand_dims(new_lengths, -1) - ops.cast(ops.equal(row_tokens, end_id), "int32")
         normalized = totals / length_penalty(scored_lengths, alpha)
+        if covers:
+            # Scored once, on the step a hypothesis ends; an ended one keeps its penalty.
+            ending = coverage_penalty(coverage_fn(state), coverage_penalty_weight)
+            ending = ops.where(ops.equal(row_tokens, end_id), ops.reshape(ending, (batch_size, width, 1)), 0.0)
+            candidate_penalties = ops.where(ops.expand_dims(finished, -1), ops.expand_dims(penalties, -1), ending)
+            normalized = normalized + candidate_penalties
         _, top_indices = ops.top_k(ops.reshape(normalized, (batch_size, -1)), k=width)
         top_indices = ops.cast(top_indices, "int32")
         origin = top_indices // per_row
@@ -177,8 +286,10 @@ def beam_search(
         at_step = ops.cast(ops.equal(positions, step), "int32")
         ids = ids + ops.expand_dims(written, -1) * at_step
         finished = ops.logical_or(was_finished, ops.equal(token, end_id))
+        if covers:
+            penalties = ops.take_along_axis(ops.reshape(candidate_penalties, (batch_size, -1)), top_indices, axis=1)
         state = tree.map_structure(lambda x: gather(x, flat_origin), state)
-        return step + 1, ids, written, state, finished, lengths, scores
+        return step + 1, ids, written, state, finished, lengths, scores, penalties
 
     initial_scores = ops.tile(
         ops.expand_dims(ops.where(ops.arange(width, dtype="int32") == 0, _float32(0.0), _float32(_NEG)), 0),
@@ -192,14 +303,15 @@ def beam_search(
         ops.zeros((batch_size, width), dtype="bool"),
         ops.zeros((batch_size, width), dtype="int32"),
         initial_scores,
+        ops.zeros((batch_size, width), dtype="float32"),
     )
-    _, ids, _, state, finished, lengths, scores = ops.while_loop(cond, body, loop_vars)
+    _, ids, _, state, finished, lengths, scores, penalties = ops.while_loop(cond, body, loop_vars)
     # Hypotheses are kept sorted by normalized score: beam 0 is the best.
     best = ops.reshape(batch_offsets, (-1,))
     ids, lengths, finished = ids[:, :kept], lengths[:, :kept], finished[:, :kept]
     if pad_id != 0:
         ids = ops.where(positions < ops.expand_dims(lengths, -1), ids, pad_id)
-    normalized = scores[:, :kept] / length_penalty(lengths - ops.cast(finished, "int32"), alpha)
+    normalized = scores[:, :kept] / length_penalty(lengths - ops.cast(finished, "int32"), alpha) + penalties[:, :kept]
     if n_best is None:
         ids, lengths, normalized = ids[:, 0], lengths[:, 0], normalized[:, 0]
     return ids, lengths, normalized, tree.map_structure(lambda x: gather(x, best), state)

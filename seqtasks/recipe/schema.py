@@ -30,6 +30,9 @@ MAX_COLUMN = 1_000
 MAX_BEAM_WIDTH = 16
 MAX_DECODE_LENGTH = 256
 MAX_LENGTH_PENALTY = 10.0
+MAX_COVERAGE_PENALTY = 10.0
+MAX_NGRAM_SIZE = 10  # seqtasks.decoding.beam_search.NGRAM_LIMIT: one exported graph blocks any n up to it
+MAX_TEMPERATURE = 100.0
 
 
 def spec(default, doc, **bounds):
@@ -147,15 +150,49 @@ class DecodingConfig:
     n_best: int = spec(
         1,
         "Hypotheses the export returns per input, best first, beside the best one (beam search keeps at most "
-        "beam_width); `seqtasks predict --n-best K` shows them.",
+        "beam_width, sampling draws num_samples); `seqtasks predict --n-best K` shows them.",
         min=1,
         max=MAX_BEAM_WIDTH,
     )
+    coverage_penalty: float = spec(
+        0.0,
+        "GNMT coverage penalty beta (0: none): an ended hypothesis adds beta * sum over source positions of "
+        "log(min(attention summed over its steps, 1)), so outputs that leave source words unread rank lower.",
+        min=0.0,
+        max=MAX_COVERAGE_PENALTY,
+    )
+    no_repeat_ngram_size: int = spec(
+        0, "Beam search never repeats an n-gram of this size within an output (0: no blocking).", min=0,
+        max=MAX_NGRAM_SIZE,
+    )
+    num_samples: int = spec(
+        0,
+        "Outputs drawn at random per input instead of searching (0: search); they come back best first.",
+        min=0,
+        max=MAX_BEAM_WIDTH,
+    )
+    temperature: float = spec(
+        1.0, "Sampling: logits are divided by it (below 1 sharper, above 1 flatter).", min=0.01, max=MAX_TEMPERATURE
+    )
+    top_k: int = spec(0, "Sampling: draw among the k most probable tokens only (0: all).", min=0, max=MAX_VOCAB)
+    top_p: float = spec(
+        1.0, "Sampling: draw among the fewest most probable tokens whose probability reaches top_p (nucleus).",
+        min=0.01, max=1.0,
+    )
+    seed: int = spec(
+        0, "Sampling: the same seed gives an input the same samples, in any batch.", min=0, max=MAX_SEED
+    )
 
     def check(self):
-        if self.n_best > self.beam_width:
-            return [("n_best", f"must not exceed beam_width ({self.beam_width}); got {self.n_best}")]
-        return []
+        problems = []
+        if self.num_samples and self.n_best > self.num_samples:
+            problems.append(("n_best", f"must not exceed num_samples ({self.num_samples}); got {self.n_best}"))
+        elif not self.num_samples and self.n_best > self.beam_width:
+            problems.append(("n_best", f"must not exceed beam_width ({self.beam_width}); got {self.n_best}"))
+        for name in ("coverage_penalty", "no_repeat_ngram_size"):
+            if self.num_samples and getattr(self, name):
+                problems.append((name, f"a beam search preference; num_samples {self.num_samples} samples instead"))
+        return problems
 
 
 @dataclass
@@ -181,6 +218,10 @@ class Seq2SeqModelConfig:
                 )
             if self.decoder.placement != "after":
                 problems.append(("decoder.placement", "attention type 'none' has no attention to place; leave it 'after'"))
+            if self.decoding.coverage_penalty:
+                problems.append(
+                    ("decoding.coverage_penalty", "weighs the attention over the source; attention type 'none' has none")
+                )
         elif self.decoder.summary_input:
             problems.append(
                 ("decoder.summary_input", "feeds the encoder's final state in place of attention; needs attention.type 'none'")

@@ -67,7 +67,11 @@ def make_server(model, reader, tokenizer, output_name, decoding):
         def serve_with_settings(self, value, beam_width, n_best, max_length, length_penalty):
             width, kept, length, penalty = read_settings(beam_width, n_best, max_length, length_penalty)
             inputs, count, blank = self.reader.read(value)
-            ids, _, scores = search(self.model, inputs, width, length, penalty, kept)
+            # The recipe's beam search preferences hold here too; its sampling is serving_default's.
+            ids, _, scores = search(
+                self.model, inputs, width, length, penalty, kept, decoding.coverage_penalty,
+                decoding.no_repeat_ngram_size,
+            )
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
 
         def _attention(self, value):

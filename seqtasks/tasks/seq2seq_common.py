@@ -19,7 +19,17 @@ def compile_model(model, training):
     )
 
 
-def search(model, inputs, beam_width, max_length, length_penalty=0.0, n_best=None):
+def search(
+    model,
+    inputs,
+    beam_width,
+    max_length,
+    length_penalty=0.0,
+    n_best=None,
+    coverage_penalty=0.0,
+    no_repeat_ngram_size=0,
+    sampling=None,
+):
     """The one search of every encoder-decoder evaluation and export: encode, tile the beams, step, search.
 
     `model` gives `encode(inputs) -> (cache, state)` and
@@ -29,7 +39,14 @@ def search(model, inputs, beam_width, max_length, length_penalty=0.0, n_best=Non
     of 1 is greedy search: a Python 1 runs `greedy_search`, a tensor runs
     `beam_search`, which at width 1 returns the same ids, lengths and scores.
     Scores are log-probabilities divided by the GNMT length penalty of the
-    length without the end token, for both searches.
+    length without the end token, for both searches; beam search adds GNMT's
+    coverage penalty (the attention weights summed over the decoded steps)
+    to a hypothesis that ends, and blocks repeated n-grams (greedy search
+    runs as a beam of width 1 when either is asked for).
+
+    `sampling` (a `Sampling`, or None) with `num_samples` K > 0 draws K
+    samples per input instead of searching (`seqtasks.decoding.sampling_search`),
+    scored as the search scores its hypotheses, best first; K 0 searches.
 
     Returns `(ids, lengths, scores)`: the best hypothesis, `ids`
     `(batch, time)`; with `n_best` (an int or a scalar tensor) the `n_best`
@@ -38,27 +55,103 @@ def search(model, inputs, beam_width, max_length, length_penalty=0.0, n_best=Non
     """
     from keras import ops
 
+    def searched():
+        return _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty,
+                       no_repeat_ngram_size)
+
+    def sampled():
+        return _sample(model, inputs, max_length, length_penalty, n_best, sampling)
+
+    samples = 0 if sampling is None else sampling.num_samples
+    if isinstance(samples, int):
+        return sampled() if samples > 0 else searched()
+    return ops.cond(samples > 0, sampled, searched)
+
+
+class Sampling:
+    """Sampling settings of `search`: `num_samples` (0: search instead), `temperature`, `top_k`, `top_p`, `seed`."""
+
+    def __init__(self, num_samples=0, temperature=1.0, top_k=0, top_p=1.0, seed=0):
+        self.num_samples, self.temperature, self.top_k, self.top_p, self.seed = (
+            num_samples, temperature, top_k, top_p, seed
+        )
+
+    @classmethod
+    def of(cls, decoding):
+        """The settings of a recipe's `model.decoding`."""
+        return cls(decoding.num_samples, decoding.temperature, decoding.top_k, decoding.top_p, decoding.seed)
+
+
+def _is(value, number):
+    return isinstance(value, (int, float)) and value == number
+
+
+def _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty, no_repeat_ngram_size):
+    from keras import ops
+
     from seqtasks.decoding import beam_search, greedy_search, tile_beams
 
     cache, state = model.encode(inputs)
     start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
-    greedy = isinstance(beam_width, int) and beam_width == 1
+    # A decoder without attention has no weights to sum (its settings reader refuses a coverage penalty).
+    covers = not _is(coverage_penalty, 0) and isinstance(cache, (tuple, list)) and len(cache) == 3
+    greedy = _is(beam_width, 1) and not covers and _is(no_repeat_ngram_size, 0)
+    if covers:
+        # The attention weights summed over the decoded steps ride along in the state; padding stays 0.
+        state = (state, ops.zeros_like(ops.cast(cache[2], "float32")))
     if not greedy:
         cache, state = tile_beams((cache, state), beam_width)
 
     def step(ids, state):
-        logits, state, _ = model.decode_step(ids, state, cache)
-        return logits, state
+        if not covers:
+            logits, state, _ = model.decode_step(ids, state, cache)
+            return logits, state
+        inner, covered = state
+        logits, inner, weights = model.decode_step(ids, inner, cache)
+        return logits, (inner, covered + ops.cast(weights, "float32"))
 
     if not greedy:
         return beam_search(
-            step, state, start, END_ID, max_length, beam_width, alpha=length_penalty, n_best=n_best
+            step, state, start, END_ID, max_length, beam_width, alpha=length_penalty, n_best=n_best,
+            coverage_penalty_weight=coverage_penalty, coverage_fn=(lambda state: state[1]) if covers else None,
+            no_repeat_ngram_size=no_repeat_ngram_size,
         )[:3]
     ids, lengths, scores = greedy_search(step, state, start, END_ID, max_length)[:3]
     scores = _length_normalised(ids, lengths, scores, length_penalty)
     if n_best is None:
         return ids, lengths, scores
     return ops.expand_dims(ids, 1), ops.expand_dims(lengths, 1), ops.expand_dims(scores, 1)
+
+
+def _sample(model, inputs, max_length, length_penalty, n_best, sampling):
+    from keras import ops
+
+    from seqtasks.decoding import sampling_search, tile_beams
+
+    samples = sampling.num_samples
+    cache, state = tile_beams(model.encode(inputs), samples)
+    start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
+
+    def step(ids, state):
+        logits, state, _ = model.decode_step(ids, state, cache)
+        return logits, state
+
+    ids, lengths, scores, _ = sampling_search(
+        step, state, start, END_ID, max_length, num_samples=samples, temperature=sampling.temperature,
+        top_k=sampling.top_k, top_p=sampling.top_p, seed=sampling.seed,
+    )
+    width = ops.shape(ids)[2]
+    scores = _length_normalised(ops.reshape(ids, (-1, width)), ops.reshape(lengths, (-1,)), ops.reshape(scores, (-1,)),
+                                length_penalty)
+    scores = ops.reshape(scores, ops.shape(lengths))
+    # Best first, as the n-best of a search.
+    order = ops.cast(ops.argsort(-scores, axis=1), "int32")
+    scores = ops.take_along_axis(scores, order, axis=1)
+    lengths = ops.take_along_axis(lengths, order, axis=1)
+    ids = ops.take_along_axis(ids, ops.broadcast_to(ops.expand_dims(order, -1), ops.shape(ids)), axis=1)
+    if n_best is None:
+        return ids[:, 0], lengths[:, 0], scores[:, 0]
+    return ids[:, :n_best], lengths[:, :n_best], scores[:, :n_best]
 
 
 def _length_normalised(ids, lengths, scores, alpha):
@@ -78,7 +171,10 @@ def make_decode(model, decoding, n_best=None):
     """`decode(inputs) -> (ids, lengths, scores)`: `search` with the recipe's `model.decoding` settings."""
 
     def decode(inputs):
-        return search(model, inputs, decoding.beam_width, decoding.max_length, decoding.length_penalty, n_best)
+        return search(
+            model, inputs, decoding.beam_width, decoding.max_length, decoding.length_penalty, n_best,
+            decoding.coverage_penalty, decoding.no_repeat_ngram_size, Sampling.of(decoding),
+        )
 
     return decode
 

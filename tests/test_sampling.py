@@ -1,0 +1,228 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from seqtasks.decoding import greedy_search, sampling_search, tile_beams
+from seqtasks.decoding.sampling import truncated_distribution, uniforms
+
+pytestmark = pytest.mark.backends
+
+START, END = 1, 0
+PROBS = np.array([0.04, 0.01, 0.35, 0.25, 0.2, 0.1, 0.05])  # END, START, then five words
+VOCAB = len(PROBS)
+
+
+def _reference(probs, temperature=1.0, top_k=0, top_p=1.0):
+    """The truncated, renormalised distribution written out: temperature, top-k, then top-p."""
+    scaled = np.exp(np.log(probs) / temperature)
+    scaled /= scaled.sum()
+    order = np.argsort(-scaled, kind="stable")
+    keep = np.zeros(len(probs), bool)
+    keep[order[: top_k or len(probs)]] = True
+    within_k = np.where(keep, scaled, 0.0) / scaled[keep].sum()
+    mass = 0.0
+    nucleus = np.zeros(len(probs), bool)
+    for token in order:
+        if not keep[token]:
+            break
+        nucleus[token] = True
+        mass += within_k[token]
+        if mass >= top_p:
+            break
+    out = np.where(nucleus, within_k, 0.0)
+    return out / out.sum()
+
+
+def _fixed_step(log_probs):
+    """A model that says the same distribution at every step, whatever it was fed."""
+    table = ops.convert_to_tensor(np.asarray(log_probs, np.float32) + 3.0)  # not normalised
+
+    def step(ids, state):
+        return ops.tile(ops.expand_dims(table, 0), (ops.shape(ids)[0], 1)), state
+
+    return step
+
+
+def _first_tokens(samples, seed, **settings):
+    ids, _, _, _ = sampling_search(
+        _fixed_step(np.log(PROBS)), (), np.full(1, START), END, 1, num_samples=samples, seed=seed, **settings
+    )
+    return np.array(ids)[0, :, 0]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"temperature": 0.7}, {"temperature": 1.5}, {"top_k": 3}, {"top_p": 0.75}, {"top_k": 4, "top_p": 0.7, "temperature": 1.3}],
+)
+def test_ten_thousand_samples_follow_the_truncated_renormalised_distribution(settings):
+    samples = 10_000
+    tokens = _first_tokens(samples, seed=2026, **settings)
+    frequencies = np.bincount(tokens, minlength=VOCAB) / samples
+    expected = _reference(PROBS, **settings)
+    # Five standard deviations of a frequency out of 10,000 draws: a false alarm about once in 10^6 tokens.
+    tolerance = 5 * np.sqrt(expected * (1 - expected) / samples) + 1e-9
+    assert np.all(np.abs(frequencies - expected) <= tolerance), (frequencies, expected)
+    assert np.all(frequencies[expected == 0] == 0)
+
+
+def test_truncated_distribution_is_the_reference_one():
+    logits = np.log(PROBS)[None].astype("float32")
+    for settings in [{"top_k": 2}, {"top_p": 0.5}, {"top_p": 0.62}, {"top_k": 1}, {"top_p": 1e-6}, {"temperature": 0.5}]:
+        probabilities, order = (np.array(x) for x in truncated_distribution(logits, **settings))
+        by_token = np.zeros(VOCAB)
+        by_token[order[0]] = probabilities[0]
+        np.testing.assert_allclose(by_token, _reference(PROBS, **settings), atol=1e-6, err_msg=str(settings))
+        assert list(order[0]) == list(np.argsort(-PROBS, kind="stable"))
+
+
+def test_steps_are_drawn_independently():
+    # Pairs of the first two tokens of 10,000 sequences: their frequencies are products of the marginals.
+    probs = np.array([0.001, 0.001, 0.5, 0.3, 0.198])
+    ids, _, _, _ = sampling_search(
+        _fixed_step(np.log(probs)), (), np.full(1, START), END, 2, num_samples=10_000, seed=7
+    )
+    pairs = np.array(ids)[0]
+    words = probs[2:] / probs[2:].sum()
+    for a in range(2, 5):
+        for b in range(2, 5):
+            expected = probs[a] * probs[b]
+            observed = np.mean((pairs[:, 0] == a) & (pairs[:, 1] == b))
+            assert abs(observed - expected) <= 5 * np.sqrt(expected * (1 - expected) / 10_000), (a, b, words)
+
+
+def _bigram_model(seed):
+    rng = np.random.default_rng(seed)
+    table = np.log(rng.dirichlet(np.full(VOCAB, 0.7), size=VOCAB)).astype("float32")
+
+    def step(ids, state):
+        return ops.take(table, ids, axis=0), state
+
+    return table, step
+
+
+def test_same_seed_same_samples_whatever_the_batch():
+    table, step = _bigram_model(0)
+    settings = dict(end_id=END, max_length=8, num_samples=5, top_p=0.9)
+    alone = sampling_search(step, (), np.full(1, START), seed=11, **settings)
+    again = sampling_search(step, (), np.full(1, START), seed=11, **settings)
+    batched = sampling_search(step, (), np.array([3, START, 4], np.int32), seed=11, **settings)
+    other_seed = sampling_search(step, (), np.full(1, START), seed=12, **settings)
+    for mine, theirs in zip(alone[:3], again[:3]):
+        np.testing.assert_array_equal(np.array(mine), np.array(theirs))
+    for mine, theirs in zip(alone[:3], batched[:3]):
+        np.testing.assert_array_equal(np.array(mine)[0], np.array(theirs)[1])
+    assert not np.array_equal(np.array(alone[0]), np.array(other_seed[0]))
+    # The five samples of one input differ from one another.
+    assert len({tuple(row) for row in np.array(alone[0])[0]}) > 1
+
+
+def test_scores_lengths_and_padding_of_the_samples_are_the_models():
+    table, step = _bigram_model(1)
+    pad = 6
+    ids, lengths, scores, _ = sampling_search(
+        step, (), np.full(2, START), END, 6, num_samples=50, temperature=1.4, top_k=5, seed=3, pad_id=pad
+    )
+    ids, lengths, scores = np.array(ids), np.array(lengths), np.array(scores)
+    assert ids.shape == (2, 50, 6) and lengths.shape == scores.shape == (2, 50)
+    log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))
+    for b in range(2):
+        for k in range(50):
+            tokens = list(ids[b, k, : lengths[b, k]])
+            assert END not in tokens[:-1] and (tokens[-1] == END or len(tokens) == 6)
+            assert all(token == pad for token in ids[b, k, lengths[b, k] :])
+            fed = [START] + tokens[:-1]
+            # The model's own log-probability, not that of the sharpened, truncated distribution.
+            expected = sum(log_probs[a, t] for a, t in zip(fed, tokens))
+            np.testing.assert_allclose(scores[b, k], expected, rtol=1e-5)
+
+
+def test_top_k_one_is_greedy_search():
+    table, step = _bigram_model(2)
+    start = np.array([START, 3, 4], np.int32)
+    greedy = greedy_search(step, (), start, END, 7)
+    sampled = sampling_search(step, (), start, END, 7, top_k=1, temperature=3.0, seed=99)
+    for mine, theirs in zip(sampled[:3], greedy[:3]):
+        np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-6)
+
+
+def test_the_state_of_every_sample_comes_back():
+    table, bigram = _bigram_model(3)
+
+    def step(ids, state):
+        logits, _ = bigram(ids, state)
+        return logits, state + 1
+
+    state = tile_beams(np.zeros(2, np.int32), 3)
+    ids, lengths, _, steps = sampling_search(step, state, np.full(2, START), END, 5, num_samples=3, seed=1)
+    assert np.array(steps).shape == (6,)
+    # Every row is stepped until the longest sample of the batch has ended.
+    assert set(np.array(steps)) == {int(np.array(lengths).max())}
+
+
+def test_uniforms_are_spread_evenly_and_differ_by_seed_sample_and_step():
+    u = np.array(uniforms(5, ops.arange(200_000), 3))
+    assert u.min() >= 0.0 and u.max() < 1.0
+    counts = np.histogram(u, bins=20, range=(0, 1))[0]
+    assert np.all(np.abs(counts - 10_000) < 5 * np.sqrt(10_000))
+    first = np.array(uniforms(5, ops.arange(1000), 3))
+    assert not np.array_equal(first, np.array(uniforms(6, ops.arange(1000), 3)))
+    assert not np.array_equal(first, np.array(uniforms(5, ops.arange(1000), 4)))
+    assert abs(np.corrcoef(first[:-1], first[1:])[0, 1]) < 0.15
+    # Counter-based: the same numbers on every backend (these are TensorFlow's and JAX's).
+    np.testing.assert_array_equal(
+        np.round(np.array(uniforms(0, ops.arange(3), 0)) * (1 << 24)).astype(np.int64),
+        [int(x) >> 8 for x in _lowbias32_chain(0, range(3), 0)],
+    )
+
+
+def _lowbias32(x):
+    x &= 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+def _lowbias32_chain(seed, samples, step):
+    return [_lowbias32(_lowbias32(_lowbias32(seed) ^ k) ^ step) for k in samples]
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"num_samples": 0}, "Expected num_samples >= 1. Received: num_samples=0"),
+        ({"temperature": 0.0}, "Expected temperature > 0. Received: temperature=0.0"),
+        ({"temperature": -1}, "Expected temperature > 0. Received: temperature=-1"),
+        ({"top_k": -2}, "Expected top_k >= 0 (0 keeps every token). Received: top_k=-2"),
+        ({"top_p": 0.0}, "Expected top_p in (0, 1]. Received: top_p=0.0"),
+        ({"top_p": 1.5}, "Expected top_p in (0, 1]. Received: top_p=1.5"),
+    ],
+)
+def test_settings_outside_their_range_are_errors(settings, message):
+    _, step = _bigram_model(4)
+    with pytest.raises(ValueError) as error:
+        sampling_search(step, (), np.full(1, START), END, 4, **settings)
+    assert str(error.value) == message
+
+
+def test_settings_given_as_tensors_sample_as_the_same_numbers_do():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("settings as tensors: TensorFlow graphs only")
+    import tensorflow as tf
+
+    _, step = _bigram_model(5)
+
+    def sample(num_samples, temperature, top_k, top_p, seed):
+        return sampling_search(
+            step, (), tf.fill([2], START), END, 6, num_samples=num_samples, temperature=temperature,
+            top_k=top_k, top_p=top_p, seed=seed,
+        )[:3]
+
+    spec = [tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32),
+            tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32)]
+    traced = tf.function(sample, input_signature=spec)
+    for settings in [(4, 1.0, 0, 1.0, 1), (3, 0.6, 3, 0.9, -5)]:
+        for mine, theirs in zip(traced(*settings), sample(*settings)):
+            np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-6)
