@@ -860,17 +860,34 @@ def test_repeated_ngram_bans_match_brute_force(size):
     "kwargs, message",
     [
         ({"coverage_penalty_weight": -0.5, "coverage_fn": lambda s: s}, "Expected coverage_penalty_weight >= 0. Received: coverage_penalty_weight=-0.5"),
-        ({"coverage_penalty_weight": 0.2}, "A coverage penalty needs `coverage_fn(state)`"),
+        (
+            {"coverage_penalty_weight": 0.2},
+            "A coverage penalty needs `coverage_fn(state)`, the attention weights summed over the decoded steps. "
+            "Received: coverage_penalty_weight=0.2, coverage_fn=None",
+        ),
         ({"no_repeat_ngram_size": -1}, "Expected no_repeat_ngram_size to be an int >= 0 (0: no blocking). Received: no_repeat_ngram_size=-1"),
-        ({"no_repeat_ngram_size": 2.0}, "Received: no_repeat_ngram_size=2.0"),
-        ({"no_repeat_ngram_size": True}, "Received: no_repeat_ngram_size=True"),
+        ({"no_repeat_ngram_size": 2.0}, "Expected no_repeat_ngram_size to be an int >= 0 (0: no blocking). Received: no_repeat_ngram_size=2.0"),
+        ({"no_repeat_ngram_size": True}, "Expected no_repeat_ngram_size to be an int >= 0 (0: no blocking). Received: no_repeat_ngram_size=True"),
     ],
 )
 def test_preferences_outside_their_range_are_errors(kwargs, message):
     state = tile_beams(np.zeros(1, np.int32), 2)
     with pytest.raises(ValueError) as error:
         beam_search(_unigram_step(TRAP), state, np.full(1, START), END, 4, 2, **kwargs)
-    assert message in str(error.value)
+    assert str(error.value) == message
+
+
+def test_the_coverage_penalty_sums_over_the_source_axis_in_float32(float16_floatx):
+    from seqtasks.decoding import coverage_penalty
+
+    # (batch 2, beam 3, source 4) in float16, one padding position (0.0) per row; floatx is float16 too.
+    rng = np.random.default_rng(0)
+    accumulated = rng.uniform(0.05, 1.6, size=(2, 3, 4)).astype("float16")
+    accumulated[..., -1] = 0.0
+    got = coverage_penalty(accumulated, np.float16(0.75))
+    expected = 0.75 * np.log(np.minimum(accumulated[..., :-1].astype(np.float64), 1.0)).sum(-1)
+    assert ops.convert_to_numpy(got).dtype == np.float32 and got.shape == (2, 3)
+    np.testing.assert_allclose(np.array(got), expected, rtol=1e-5)  # float32 logs of the float16 values
 
 
 def test_a_coverage_weight_given_as_a_tensor_searches_as_the_same_number_does():

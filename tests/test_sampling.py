@@ -226,3 +226,11 @@ def test_settings_given_as_tensors_sample_as_the_same_numbers_do():
     for settings in [(4, 1.0, 0, 1.0, 1), (3, 0.6, 3, 0.9, -5)]:
         for mine, theirs in zip(traced(*settings), sample(*settings)):
             np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-6)
+
+
+def test_one_sample_per_input_has_a_sample_axis_of_one():
+    table, step = _bigram_model(6)
+    ids, lengths, scores, _ = sampling_search(step, (), np.full(2, START), END, 5, num_samples=1, seed=2)
+    assert np.array(ids).shape == (2, 1, 5) and np.array(lengths).shape == np.array(scores).shape == (2, 1)
+    alone = sampling_search(step, (), np.full(2, START), END, 5, seed=2)
+    np.testing.assert_array_equal(np.array(ids)[:, 0], np.array(alone[0]))
