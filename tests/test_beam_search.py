@@ -362,20 +362,8 @@ def _exhaustive(logits, vocab, start, end_id, max_length, alpha):
 
     Returns the four best `(score, tokens)`, score = log p / penalty(length).
     """
-    log_probs = logits.astype(np.float64)
-    log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
-    scored = []
-    for length in range(1, max_length + 1):
-        for tokens in itertools.product(range(vocab), repeat=length):
-            if end_id in tokens[:-1] or (length < max_length and tokens[-1] != end_id):
-                continue
-            code, total = 0, 0.0
-            for fed, token in zip((start,) + tokens[:-1], tokens):
-                code = code * (vocab + 1) + fed + 1
-                total += log_probs[code, token]
-            scored.append((total / _penalty(_scored_length(tokens, end_id), alpha), tokens))
-    scored.sort(reverse=True)
-    return scored[:4]
+    no_attention = np.zeros((logits.shape[0], 1))
+    return _exhaustive_preferring(logits, no_attention, vocab, start, end_id, max_length, alpha, 0.0, 0)
 
 
 @pytest.mark.parametrize("vocab, max_length", [(4, 3), (3, 4)])
