@@ -191,3 +191,14 @@ def test_a_model_without_attention_trains_decodes_and_serves_but_draws_no_heatma
     assert all(a >= b for a, b in served["scores"]["value"])
     with pytest.raises(SeqtasksError, match="this translation model has no attention weights to show"):
         seqtasks.load(run_dir).translate(rows[0][0], attention=True)
+
+
+def test_the_split_seed_fixes_the_validation_split_whatever_the_recipe_seed():
+    from seqtasks.tasks import make_task
+
+    def validation(*overrides):
+        return make_task(load_recipe("recipes/translation.yaml", overrides)).read_splits()[1]
+
+    assert validation("seed=1", "data.split_seed=7") == validation("seed=7")
+    assert validation("seed=1", "data.split_seed=7") != validation("seed=1")
+    assert validation("seed=3", "data.split_seed=null") == validation("seed=3")

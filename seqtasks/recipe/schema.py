@@ -403,6 +403,13 @@ class TranslationDataConfig:
     target_column: int = spec(0, "0-based column of the target sentence.", min=0, max=MAX_COLUMN)
     encoding: str = spec("utf-8", "Text encoding of the file.")
     validation_size: int = spec(2000, "Pairs split off for validation (by source sentence).", min=1, max=MAX_EXAMPLES)
+    split_seed: Optional[int] = spec(
+        None,
+        "Seed of the validation split (null: the recipe's seed), so runs of other seeds, for an "
+        "ensemble, share one split.",
+        min=0,
+        max=MAX_SEED,
+    )
     max_length: int = spec(
         40,
         "Training pairs with more subwords on either side are left out; served inputs are "

@@ -67,7 +67,9 @@ class TranslationTask(Task):
     def read_splits(self):
         from seqtasks.data.parallel_corpus import split_by_source
 
-        return split_by_source(self._read(self.recipe.data.path), self.recipe.data.validation_size, self.recipe.seed)
+        data = self.recipe.data
+        seed = self.recipe.seed if data.split_seed is None else data.split_seed
+        return split_by_source(self._read(data.path), data.validation_size, seed)
 
     def read_file(self, path):
         return self._read(path)
