@@ -127,8 +127,23 @@ def _open_run(target, output_dir, overrides):
     return Runner.open(run_dir, overrides, log=click.echo)
 
 
+_ENSEMBLE = click.option(
+    "--ensemble", is_flag=True, help="Decode with the models of every run given together: the mean of their "
+    "step log-probabilities (runs of one encoder-decoder task that share vocabularies)."
+)
+
+
+def _runs(targets, ensemble):
+    """The one target, or with --ensemble the first and the others; a wrong count is a `SeqtasksError`."""
+    if ensemble and len(targets) < 2:
+        raise SeqtasksError(f"--ensemble: expected at least two runs; got {len(targets)}")
+    if not ensemble and len(targets) != 1:
+        raise SeqtasksError(f"expected one run (give --ensemble to decode with several together); got {len(targets)}")
+    return targets[0], targets[1:]
+
+
 @main.command("eval")
-@click.argument("target", metavar="RECIPE_OR_RUN")
+@click.argument("targets", nargs=-1, required=True, metavar="RECIPE_OR_RUN...")
 @click.option(
     "--data",
     "data_path",
@@ -145,17 +160,22 @@ def _open_run(target, output_dir, overrides):
     type=click.Path(file_okay=False),
     help="Where a recipe's runs are looked up: its newest finished run in DIR/<recipe name>/.",
 )
-def evaluate(target, data_path, overrides, checkpoint, output_dir):
+@_ENSEMBLE
+def evaluate(targets, data_path, overrides, checkpoint, output_dir, ensemble):
     """Metrics of a trained model on another data file.
 
     RECIPE_OR_RUN is a run folder, or a recipe whose newest finished run is
     used. Outputs (predictions, metrics.json) go to RUN/eval/<file name>/.
+    With --ensemble, the runs decode together, with the first's recipe, and
+    the outputs go to the first run's folder.
     """
-    from seqtasks.training.run_folders import eval_folder
+    from seqtasks.training.run_folders import eval_folder, find_run
 
     try:
+        target, others = _runs(targets, ensemble)
         runner = _open_run(target, output_dir, overrides)
-        metrics = runner.evaluate(data_path, checkpoint)
+        others = [find_run(other, output_dir, resolve_recipe) for other in others]
+        metrics = runner.evaluate(data_path, checkpoint, others)
     except SeqtasksError as error:
         raise UserError(str(error)) from None
     click.echo(f"Metrics: {eval_folder(runner.run_dir, data_path) / 'metrics.json'}")
@@ -189,28 +209,58 @@ def compare(runs, figure, metric, labels):
 
 
 @main.command("export")
-@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
 @_OVERRIDES
 @_CHECKPOINT
 @click.option(
     "--force", is_flag=True, help="Export a new version even if the newest one has the same weights and recipe."
 )
-def export(run_dir, overrides, checkpoint, force):
+@_ENSEMBLE
+def export(run_dirs, overrides, checkpoint, force, ensemble):
     """Export RUN_DIR's model as a SavedModel again, from its final model or a checkpoint.
 
     The SavedModel goes to the next version folder of
     <export.directory>/<recipe name>/, as after training; `--set
     export.directory=DIR` puts it elsewhere. When the newest version there has
     the same weights and recipe, nothing is exported (unless --force) and its
-    folder is printed.
+    folder is printed. With --ensemble, one SavedModel decodes with every
+    run's model together, with the first run's recipe, as <recipe name>-ensemble.
     """
     try:
-        if not Path(run_dir).is_dir():
-            raise SeqtasksError(f"{run_dir}: no such run folder")
-        exported = _open_run(run_dir, None, overrides).export(checkpoint, force)
+        run_dir, others = _runs(run_dirs, ensemble)
+        for folder in run_dirs:
+            if not Path(folder).is_dir():
+                raise SeqtasksError(f"{folder}: no such run folder")
+        exported = _open_run(run_dir, None, overrides).export(checkpoint, force, others)
     except SeqtasksError as error:
         raise UserError(str(error)) from None
     click.echo(f"SavedModel: {exported}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--last", required=True, type=int, metavar="N", help="How many of the newest kept step checkpoints "
+              "to average (at least 2).")
+@click.option("--output", default=None, type=click.Path(dir_okay=False), help="The .weights.h5 file to write "
+              "(default: RUN_DIR/checkpoints/average-N-to-step-LAST.weights.h5).")
+def average(run_dir, last, output):
+    """Average the weights of RUN_DIR's last N kept checkpoints into one checkpoint.
+
+    Give the file it prints to `eval` or `export` as --checkpoint FILE. The
+    mean of the last checkpoints of a run usually scores better than any
+    one of them (Vaswani et al., 2017; OpenNMT's `average_checkpoints`).
+    """
+    from seqtasks.lifecycle.runner import Runner
+    from seqtasks.training.averaging import average_checkpoints
+
+    try:
+        if not Path(run_dir).is_dir():
+            raise SeqtasksError(f"{run_dir}: no such run folder")
+        path, steps = average_checkpoints(Runner.open(run_dir, log=click.echo), last, output)
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+    click.echo(f"Averaged the checkpoints of steps {', '.join(map(str, steps))}")
+    click.echo(f"Checkpoint: {path}")
 
 
 @main.command()

@@ -125,7 +125,35 @@ class Runner:
         write_json_atomic(self.run_dir / "metrics.json", metrics)
         return metrics
 
-    def evaluate(self, data_path=None, checkpoint=None):
+    def ensemble(self, others, checkpoint=None):
+        """This run's model and those of the runs `others` (folders) as one `seqtasks.models.Ensemble`.
+
+        Every run must be of this run's task, one whose models decode, with
+        the same vocabularies (`Task.vocabularies`); a run that differs is a
+        `SeqtasksError` naming it and the first entry that differs.
+        `checkpoint` picks each run's weights.
+        """
+        from seqtasks.models import Ensemble
+
+        mine = self.task.vocabularies()
+        if mine is None:
+            raise SeqtasksError(f"task {self.recipe.task!r} does not decode; ensembles are of encoder-decoder runs")
+        models = [self.load_model(checkpoint)]
+        for other in others:
+            runner = Runner.open(other, log=self.log)
+            if runner.recipe.task != self.recipe.task:
+                raise SeqtasksError(
+                    f"{other}: a {runner.recipe.task!r} run cannot join an ensemble of {self.recipe.task!r} runs"
+                )
+            theirs = runner.task.vocabularies()
+            for name, vocabulary in mine.items():
+                if theirs[name] != vocabulary:
+                    raise SeqtasksError(f"{other}: {_difference(name, vocabulary, theirs[name], self.run_dir)}; "
+                                        "the runs of an ensemble must share their vocabularies")
+            models.append(runner.load_model(checkpoint))
+        return Ensemble(models)
+
+    def evaluate(self, data_path=None, checkpoint=None, ensemble=()):
         """Metrics of the run's model on its validation split, or on `data_path` (a file in the recipe's format).
 
         On the validation split the outputs replace the run folder's own; for
@@ -138,9 +166,16 @@ class Runner:
         from seqtasks.training.run_folders import checkpoint_file, eval_folder
 
         checkpoint_file(self.run_dir, checkpoint)  # a run that did not finish is refused before any work
+
+        def model():
+            return self.ensemble(ensemble, checkpoint) if ensemble else self.load_model(checkpoint)
+
         if data_path is None:
             _, examples = self.task.read_splits()
-            return self._evaluate(self.load_model(checkpoint), examples, self.run_dir)
+            # An ensemble's outputs do not replace the run's own.
+            out_dir = eval_folder(self.run_dir, "validation-ensemble") if ensemble else self.run_dir
+            out_dir.mkdir(parents=True, exist_ok=True)
+            return self._evaluate(model(), examples, out_dir)
         if not self.task.spec.reads_data_files:
             raise SeqtasksError(f"task {self.recipe.task!r} makes its own data; it has no data files to evaluate on")
         if not Path(data_path).is_file():
@@ -148,17 +183,28 @@ class Runner:
         examples = self.task.read_file(data_path)
         out_dir = eval_folder(self.run_dir, data_path)
         out_dir.mkdir(parents=True, exist_ok=True)
-        metrics = self._evaluate(self.load_model(checkpoint), examples, out_dir)
+        metrics = self._evaluate(model(), examples, out_dir)
         write_json_atomic(out_dir / "metrics.json", {"data": str(Path(data_path).resolve()), **metrics})
         return metrics
 
-    def export(self, checkpoint=None, force=False):
+    def export(self, checkpoint=None, force=False, ensemble=()):
         """Writes the run's model as a new SavedModel version under `export.directory`; returns its folder.
 
         Weights and recipe identical to the newest version's export nothing
-        (the newest version's folder is returned) unless `force`.
+        (the newest version's folder is returned) unless `force`. With
+        `ensemble` (other run folders), the export decodes with this run's
+        model and theirs together (`ensemble`), as `<recipe name>-ensemble`.
         """
-        return self._export(self.load_model(checkpoint), checkpoint, force=force)
+        if not ensemble:
+            return self._export(self.load_model(checkpoint), checkpoint, force=force)
+        from dataclasses import replace
+
+        model = self.ensemble(ensemble, checkpoint)
+        runs = [str(self.run_dir.resolve()), *(str(Path(other).resolve()) for other in ensemble)]
+        members = Runner(replace(self.recipe, name=f"{self.recipe.name}-ensemble"), self.run_dir, self.log, self.task)
+        notes = [f"An ensemble of {len(runs)} runs: " + ", ".join(runs) + "."]
+        # The first run's metrics are not the ensemble's.
+        return members._export(model, checkpoint, force=force, notes=notes, run_metrics=False)
 
     def load_model(self, checkpoint=None):
         """The run's model: `model/model.keras` in safe mode, or the task's model with a checkpoint's weights.
@@ -204,13 +250,13 @@ class Runner:
             self.log(line)
         return evaluation.metrics
 
-    def _export(self, model, checkpoint=None, metrics=None, force=False):
+    def _export(self, model, checkpoint=None, metrics=None, force=False, notes=(), run_metrics=True):
         """Publishes the task's serving module as a new SavedModel version; its folder (None on a non-chief worker).
 
         `checkpoint` is the `--checkpoint` value the weights came from;
         `metrics` are those of these weights when known (at the end of
         training), else a finished run's `metrics.json` describes its final
-        model. The version's `assets.extra/` gets the recipe, the sources, the
+        model (unless not `run_metrics`); `notes` are lines for the model card. The version's `assets.extra/` gets the recipe, the sources, the
         metrics and a model card (`seqtasks.export.model_card`). Weights and recipe
         identical to the newest version's export nothing unless `force`.
         """
@@ -249,7 +295,7 @@ class Runner:
             weights_file = Path(checkpoint_file(run_dir, checkpoint)).resolve()
             digits = str(checkpoint).isdigit()
             label = checkpoint if checkpoint in ("best", "latest") else f"step {int(checkpoint)}" if digits else "file"
-        if metrics is None and label == "final":
+        if metrics is None and label == "final" and run_metrics:
             try:
                 metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -261,9 +307,18 @@ class Runner:
         source = Source(str(run_dir), label, str(weights_file), weights)
         described = {**describe_signature(server.serve), "signatures": sorted(module_signatures(server))}
         extras = audit_files(
-            self.recipe, described, source, self.task.input_limits(), metrics, differs, self.task.data_notes()
+            self.recipe, described, source, self.task.input_limits(), metrics, differs,
+            [*self.task.data_notes(), *notes],
         )
         return export_saved_model(server, module_signatures(server), directory, name, extras, force, self.log)
+
+
+def _difference(name, mine, theirs, run_dir):
+    """Where vocabulary `theirs` first differs from `mine` (that of `run_dir`), as a phrase."""
+    if len(theirs) != len(mine):
+        return f"its {name} vocabulary has {len(theirs)} entries, {run_dir}'s {len(mine)}"
+    index = next(i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b)
+    return f"its {name} vocabulary differs from {run_dir}'s at entry {index} ({theirs[index]!r}, not {mine[index]!r})"
 
 
 def check_inputs(paths):

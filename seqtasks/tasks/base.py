@@ -154,6 +154,11 @@ class Task(abc.ABC):
             f"A text is cut to its first {data.max_length} tokens (`data.max_length`).",
         ]
 
+    def vocabularies(self):
+        """The vocabularies the model reads and writes, by name, after `prepare` or `restore`: runs whose models
+        decode together as an ensemble must have the same. None for a task whose models do not decode."""
+        return None
+
     def label_names(self):
         """A classifier's class names in the order of its probabilities; None for a task that has none."""
         return None

@@ -94,11 +94,12 @@ def _search(model, inputs, beam_width, max_length, length_penalty, n_best, cover
     cache, state = model.encode(inputs)
     start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
     # A decoder without attention has no weights to sum (its settings reader refuses a coverage penalty).
-    covers = not _is(coverage_penalty, 0) and isinstance(cache, (tuple, list)) and len(cache) == 3
+    mask = model.memory_mask(cache) if hasattr(model, "memory_mask") else _memory_mask(cache)
+    covers = not _is(coverage_penalty, 0) and mask is not None
     greedy = _is(beam_width, 1) and not covers and _is(no_repeat_ngram_size, 0)
     if covers:
         # The attention weights summed over the decoded steps ride along in the state; padding stays 0.
-        state = (state, ops.zeros_like(ops.cast(cache[2], "float32")))
+        state = (state, ops.zeros_like(ops.cast(mask, "float32")))
     if not greedy:
         cache, state = tile_beams((cache, state), beam_width)
 
@@ -121,6 +122,11 @@ def _search(model, inputs, beam_width, max_length, length_penalty, n_best, cover
     if n_best is None:
         return ids, lengths, scores
     return ops.expand_dims(ids, 1), ops.expand_dims(lengths, 1), ops.expand_dims(scores, 1)
+
+
+def _memory_mask(cache):
+    """The source mask of an attention decoder's cache `(keys, values, mask)`; None for one without attention."""
+    return cache[2] if isinstance(cache, (tuple, list)) and len(cache) == 3 else None
 
 
 def _sample(model, inputs, max_length, length_penalty, n_best, sampling):

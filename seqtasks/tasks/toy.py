@@ -74,6 +74,9 @@ class ToyTask(Task):
 
         self.tokenizer = WordTokenizer([str(digit) for digit in range(self.recipe.data.num_symbols)])
 
+    def vocabularies(self):
+        return {"output": list(self.tokenizer.vocab)}
+
     def datasets(self, train, validation):
         batch_size = self.recipe.training.batch_size
         return _dataset(train, batch_size, shuffle_seed=self.recipe.seed), _dataset(validation, batch_size)

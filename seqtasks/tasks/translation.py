@@ -132,6 +132,9 @@ class TranslationTask(Task):
         self.source_tokenizer = tokenizer(source_vocabulary, config.lower_case)
         self.target_tokenizer = tokenizer(target_vocabulary, config.lower_case)
 
+    def vocabularies(self):
+        return {"source": list(self.source_tokenizer.vocab), "target": list(self.target_tokenizer.vocab)}
+
     def datasets(self, train, validation):
         config, batch_size = self.recipe.data, self.recipe.training.batch_size
         train_data = make_dataset(

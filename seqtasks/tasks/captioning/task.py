@@ -64,6 +64,9 @@ class CaptioningTask(Task):
             )
         return self._inputs[key]
 
+    def vocabularies(self):
+        return {"output": list(self.tokenizer.vocab)}
+
     def datasets(self, train, validation):
         config, batch_size = self.recipe.data, self.recipe.training.batch_size
         started = time.time()

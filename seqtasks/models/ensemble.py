@@ -1,0 +1,87 @@
+import keras
+from keras import ops
+
+
+class Ensemble(keras.Model):
+    """Encoder-decoders that read the same inputs and write the same vocabulary, decoding as one.
+
+    Each step's log-probabilities are the mean of the members'
+    log-probabilities (the log of their probabilities' geometric mean; the
+    searches renormalise it). The attention weights of a step, which the
+    coverage penalty sums, are the mean of the members that attend. Members
+    may differ in size and architecture; their inputs and output vocabulary
+    must be the same (`seqtasks.lifecycle.runner.Runner.ensemble` checks the
+    runs' vocabularies).
+
+    Args:
+        members: the models (`Seq2Seq` or `ImageCaptioner`), at least two.
+
+    Call arguments:
+        inputs: the members' training inputs, `(source_ids, target_ids)`.
+
+    Returns:
+        The mean of the members' log-softmax outputs, `(batch, Tt, vocab)`.
+
+    Example:
+
+    >>> ensemble = Ensemble([first, second])
+    >>> ids, lengths, scores = seqtasks.tasks.seq2seq_common.search(ensemble, source_ids, 5, 50)
+
+    Reference: Sutskever et al., 2014, "Sequence to Sequence Learning with
+    Neural Networks" (an ensemble of LSTMs decoding together).
+    """
+
+    def __init__(self, members, **kwargs):
+        super().__init__(**kwargs)
+        if len(members) < 2:
+            raise ValueError(f"An ensemble needs at least two members. Received: {len(members)}")
+        self.members = list(members)
+
+    @property
+    def decoder_layer(self):
+        """The first attending member's decoder (the first member's if none attends): what serving asks."""
+        return self._attending()[0].decoder_layer if self._attending() else self.members[0].decoder_layer
+
+    def _attending(self):
+        return [member for member in self.members if _attends(member)]
+
+    def call(self, inputs, training=None):
+        return _mean([ops.log_softmax(ops.cast(member(inputs, training=training), "float32")) for member in self.members])
+
+    def attention(self, inputs, target_input_ids):
+        """The mean of the attending members' attention weights; `ValueError` when none attends."""
+        attending = self._attending()
+        if not attending:
+            raise ValueError("No member of this ensemble has attention.")
+        return _mean([ops.cast(member.attention(inputs, target_input_ids), "float32") for member in attending])
+
+    def encode(self, inputs):
+        """`(caches, states)`: the members', in order."""
+        encoded = [member.encode(inputs) for member in self.members]
+        return tuple(cache for cache, _ in encoded), tuple(state for _, state in encoded)
+
+    def memory_mask(self, caches):
+        """The source mask the attending members read `(batch, source)`, or None when none attends."""
+        for member, cache in zip(self.members, caches):
+            if _attends(member):
+                return cache[2]
+        return None
+
+    def decode_step(self, ids, states, caches):
+        """One step of every member: `(mean log-probabilities, states, mean attention weights)`."""
+        log_probs, new_states, weights = [], [], []
+        for member, state, cache in zip(self.members, states, caches):
+            logits, state, step_weights = member.decode_step(ids, state, cache)
+            log_probs.append(ops.log_softmax(ops.cast(logits, "float32"), axis=-1))
+            new_states.append(state)
+            if _attends(member):
+                weights.append(ops.cast(step_weights, "float32"))
+        return _mean(log_probs), tuple(new_states), _mean(weights) if weights else step_weights
+
+
+def _attends(model):
+    return getattr(model.decoder_layer, "attention", "none") != "none"
+
+
+def _mean(tensors):
+    return ops.mean(ops.stack(tensors), axis=0)
