@@ -263,6 +263,25 @@ def average(run_dir, last, output):
     click.echo(f"Checkpoint: {path}")
 
 
+def _decoding_options(command):
+    """`predict`'s options for the decoding settings of `with_settings`, named as the recipe's fields."""
+    options = [
+        ("--beam-width", int, "Hypotheses kept per step (1: greedy search)."),
+        ("--max-length", int, "Most tokens an output may have."),
+        ("--length-penalty", float, "GNMT length penalty alpha."),
+        ("--coverage-penalty", float, "GNMT coverage penalty beta (beam search; a model with attention)."),
+        ("--no-repeat-ngram-size", int, "Never repeat an n-gram of this size (beam search; 0: no blocking)."),
+        ("--num-samples", int, "Draw this many outputs at random instead of searching (0: search)."),
+        ("--temperature", float, "Sampling: divide the logits by it."),
+        ("--top-k", int, "Sampling: among the k most probable tokens only (0: all)."),
+        ("--top-p", float, "Sampling: among the fewest most probable tokens reaching this probability."),
+        ("--seed", int, "Sampling: the same seed gives an input the same samples."),
+    ]
+    for flag, kind, text in reversed(options):
+        command = click.option(flag, type=kind, default=None, help=text + " Default: the recipe's.")(command)
+    return command
+
+
 @main.command()
 @click.argument("saved_model", type=click.Path(file_okay=False))
 @click.argument("inputs", nargs=-1)
@@ -280,13 +299,18 @@ def average(run_dir, last, output):
     help="Print the K best translations or captions per input, `score<TAB>text` each, best first "
     "(an export made with model.decoding.n_best of at least K).",
 )
-def predict(saved_model, inputs, input_file, batch_size, as_json, n_best):
+@_decoding_options
+def predict(saved_model, inputs, input_file, batch_size, as_json, n_best, **settings):
     """Run an exported SAVED_MODEL on INPUTS (texts, or image files for captioning) and print its outputs.
 
     SAVED_MODEL is a version folder, or a base folder of numbered versions
     (as TensorFlow Serving is given), whose newest version is used. One line
     per input: the translation, caption or label; `token/TAG` pairs for NER.
+    The decoding options replace the recipe's `model.decoding` settings for
+    this call (through the export's `with_settings` signature); those not
+    given are the recipe's.
     """
+    from seqtasks.inference.api import SeqtasksModel
     from seqtasks.inference.predict import Predictor, read_inputs
 
     try:
@@ -298,7 +322,18 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best):
         predictor = Predictor.load(saved_model)
         if predictor.path != Path(saved_model):
             click.echo(f"SavedModel: {predictor.path} (the newest version)", err=True)
-        for line in predictor.lines(items, batch_size, as_json, n_best):
+        settings = {key: value for key, value in settings.items() if value is not None}
+        outputs = None
+        if settings:
+            if n_best is not None:
+                settings["n_best"] = n_best
+            model = SeqtasksModel(predictor)
+            model.decoding_defaults()  # a model that does not decode says so before any work
+
+            def outputs(batch):
+                return next(model._batches(batch, len(batch), settings))[0]
+
+        for line in predictor.lines(items, batch_size, as_json, n_best, outputs):
             click.echo(line)
     except SeqtasksError as error:
         raise UserError(str(error)) from None

@@ -901,3 +901,125 @@ def test_a_coverage_weight_given_as_a_tensor_searches_as_the_same_number_does():
     for beta in (0.0, 1.5):
         for mine, theirs in zip(traced(beta), search(beta)):
             np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)
+
+
+def test_the_coverage_penalty_of_float32_attention_stays_float32_under_a_float16_floatx(float16_floatx):
+    from seqtasks.decoding import coverage_penalty
+
+    # Attention summed in float32 (as a mixed-precision model keeps it) with a float16 floatx: a
+    # position attended 1e-8 is unattended, not padding (1e-8 is 0 in float16), and 0.3 and the
+    # weight 0.1 keep their float32 values (float16 has 0.2998 and 0.09998).
+    accumulated = np.array([[1e-8, 0.3, 0.0, 2.0], [0.7, 0.0, 0.45, 1.0]], np.float32)
+    got = coverage_penalty(accumulated, 0.1)
+    expected = [0.1 * (np.log(1e-8) + np.log(0.3)), 0.1 * (np.log(0.7) + np.log(0.45))]
+    assert ops.convert_to_numpy(got).dtype == np.float32 and got.shape == (2,)
+    np.testing.assert_allclose(np.array(got), expected, rtol=1e-6)
+
+
+def _expected_bans(ids, step, size, vocab):
+    """Per row, the tokens `_repeats_an_ngram` bans after `ids[row, :step]`; None where that already repeats one."""
+    expected = []
+    for row in ids:
+        produced = list(row[:step])
+        if size == 0:
+            expected.append([])
+        elif _repeats_an_ngram(produced, size):
+            expected.append(None)  # never occurs in a search
+        else:
+            expected.append([token for token in range(vocab) if _repeats_an_ngram(produced + [token], size)])
+    return expected
+
+
+def _assert_bans(got, expected, context):
+    for row, tokens in enumerate(expected):
+        if tokens is not None:
+            assert list(np.flatnonzero(np.array(got)[row])) == tokens, (context, row)
+
+
+def _near_repeats(block_length=14, seed=3):
+    """Rows `block + copy`: the copy exact, or with one token changed (at every position in turn), and random rows.
+
+    Long n-grams recur in them, and prefixes that match all but one of their tokens.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for changed in [None, *range(block_length)]:
+        block = rng.integers(0, 3, size=block_length)
+        copy = block.copy()
+        if changed is not None:
+            copy[changed] = (copy[changed] + 1 + rng.integers(0, 2)) % 3
+        rows.append(np.concatenate([block, copy]))
+    rows += list(rng.integers(0, 2, size=(4, 2 * block_length)))
+    return np.array(rows, np.int32)
+
+
+def test_repeated_ngram_bans_of_ngrams_longer_than_the_tensor_limit_match_brute_force():
+    # A Python int size has no limit (only a tensor one has NGRAM_LIMIT).
+    from seqtasks.decoding.beam_search import NGRAM_LIMIT, repeated_ngram_bans
+
+    ids = _near_repeats()
+    for size in (NGRAM_LIMIT - 1, NGRAM_LIMIT + 1, NGRAM_LIMIT + 3):
+        banned_somewhere = False
+        for step in range(ids.shape[1] + 1):
+            expected = _expected_bans(ids, step, size, 5)
+            _assert_bans(repeated_ngram_bans(ids, step, size, 5), expected, (size, step))
+            banned_somewhere |= any(tokens for tokens in expected if tokens)
+        assert banned_somewhere, size
+
+
+def test_repeated_ngram_bans_with_a_size_given_as_a_tensor_match_brute_force():
+    # One graph serves every size 0 .. NGRAM_LIMIT (an export's `with_settings` signature), for ids
+    # whose shape is unknown when traced.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("settings as tensors: TensorFlow graphs only")
+    import tensorflow as tf
+
+    from seqtasks.decoding.beam_search import NGRAM_LIMIT, repeated_ngram_bans
+
+    traced = tf.function(
+        lambda ids, step, size: repeated_ngram_bans(ids, step, size, 5),
+        input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)],
+    )
+    ids = _near_repeats()
+    for size in range(NGRAM_LIMIT + 1):
+        banned_somewhere = False
+        for step in range(ids.shape[1] + 1):
+            expected = _expected_bans(ids, step, size, 5)
+            _assert_bans(traced(ids, step, size), expected, (size, step))
+            banned_somewhere |= any(tokens for tokens in expected if tokens)
+        assert banned_somewhere or size == 0, size
+
+
+def test_repeated_ngram_bans_take_the_step_as_any_integer():
+    # A NumPy int64 (what `np.arange` yields) or an int64 tensor gives the bans of the same int.
+    from seqtasks.decoding.beam_search import repeated_ngram_bans
+
+    ids = _near_repeats()
+    for step in (15, 16, 20, ids.shape[1]):
+        expected = _expected_bans(ids, step, 3, 5)
+        _assert_bans(repeated_ngram_bans(ids, np.int64(step), 3, 5), expected, step)
+        _assert_bans(repeated_ngram_bans(ids, ops.convert_to_tensor(step, "int64"), 3, 5), expected, step)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_repeated_ngram_bans_with_a_vocabulary_of_one_token(size):
+    # Every row is "0 0 0 ...": the only token is banned once n - 1 of it have been produced.
+    from seqtasks.decoding.beam_search import repeated_ngram_bans
+
+    ids = np.zeros((2, 5), np.int32)
+    for step in range(size + 1):
+        got = np.array(repeated_ngram_bans(ids, step, size, 1))
+        np.testing.assert_array_equal(got, np.full((2, 1), step == size), err_msg=str(step))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_blocking_when_a_single_token_is_produced_bans_nothing(size):
+    # max_length 1: nothing produced before the only token, so nothing can repeat; the search picks
+    # what it picks unblocked (TRAP: X, .55).
+    state = tile_beams(np.zeros(1, np.int32), 2)
+    ids, lengths, scores, _ = beam_search(
+        _unigram_step(TRAP), state, np.full(1, START), END, 1, 2, no_repeat_ngram_size=size
+    )
+    np.testing.assert_array_equal(np.array(ids), [[X]])
+    np.testing.assert_array_equal(np.array(lengths), [1])
+    np.testing.assert_allclose(np.array(scores), [TRAP[START, X]], rtol=1e-6)

@@ -344,3 +344,19 @@ def test_the_served_captioner_takes_image_bytes_only_while_the_python_api_reads_
     local = seqtasks.load(root / "saved_models" / "captioning")
     assert local.caption(str(path)).text == expected[0]  # a local caller may still name a file
     assert local.attention(str(path))["caption"] == expected[0]
+
+
+def test_caption_samples_through_the_api_seeded_and_best_first(caption_run):
+    import seqtasks
+
+    root, _, _ = caption_run
+    exported = seqtasks.load(root / "saved_models" / "captioning")
+    image = SHAPES / "images" / "dev_002.png"
+    sampled = exported.caption(image, num_samples=4, n_best=4, temperature=1.5, seed=3)
+    assert sampled.n_best[0] == (sampled.text, sampled.score) and len(sampled.n_best) == 4
+    assert [score for _, score in sampled.n_best] == sorted((score for _, score in sampled.n_best), reverse=True)
+    assert exported.caption([image], num_samples=4, n_best=4, temperature=1.5, seed=3) == [sampled]
+    # The recipe's own settings, given, caption as serving_default does.
+    plain = exported.caption(image)
+    assert plain.n_best is None
+    assert exported.caption(image, **exported.decoding_defaults()).text == plain.text

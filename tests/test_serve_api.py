@@ -136,11 +136,28 @@ def test_the_attention_endpoint_returns_tokens_and_weights_of_the_default_transl
         (":predict", {"instance": ["a"]}, 400, "'instance': unknown field"),
         (":predict", {"instances": [3]}, 400, "text[0]: expected a string"),
         (":predict", {"instances": ["a"], "signature_name": "nope"}, 400, "no signature 'nope'"),
-        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "beam_width": 2}]}, 400,
-         "instances[0]: missing field 'length_penalty'"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"beam_width": 2}]}, 400,
+         "instances[0]: missing field 'text'"),
         (":predict", {"signature_name": "with_settings", "instances": [
             {"text": "a", "beam_width": 2, "n_best": 3, "max_length": 5, "length_penalty": 0.0}]}, 400,
-         "n_best: expected 1..beam_width (2); got 3"),
+         "n_best: expected 1..2 (beam_width, or num_samples when sampling); got 3"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "num_samples": 1}]}, 400,
+         "n_best: expected 1..1 (beam_width, or num_samples when sampling); got 2"),
+        (":predict", {"signature_name": "with_settings", "instances": [
+            {"text": "a", "num_samples": 2, "no_repeat_ngram_size": 2}]}, 400,
+         "no_repeat_ngram_size: a beam search preference; expected 0 when sampling (num_samples 2); got 2"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "top_p": 0}]}, 400,
+         "top_p: expected 0.01..1.0; got 0"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "temperature": 101}]}, 400,
+         "temperature: expected 0.01..100.0; got 101"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "seed": 2**32}]}, 400,
+         "seed: expected 0..4294967295; got 4294967296"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "seed": 2**63}]}, 400,
+         "seed[0]: '9223372036854775808' is out of the int64 range"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "no_repeat_ngram_size": 11}]},
+         400, "no_repeat_ngram_size: expected 0..10; got 11"),
+        (":predict", {"signature_name": "with_settings", "instances": [{"text": "a", "coverage_penalty": -1}]},
+         400, "coverage_penalty: expected 0.0..10.0; got -1"),
         (":predict", {"signature_name": "with_settings", "instances": [
             {"text": "a", "beam_width": 99, "n_best": 1, "max_length": 5, "length_penalty": 0.0}]}, 400,
          "beam_width: expected 1..16; got 99"),
@@ -183,8 +200,27 @@ def test_the_page_s_model_listing_names_task_settings_and_limits(server):
     assert status == 200 and model["name"] == "tiny" and model["task"] == "translation" and model["input"] == "text"
     assert model["attention"] is True and model["labels"] is None
     assert model["settings"] == {"beam_width": 3, "n_best": 2, "max_length": 12, "length_penalty": 0.6,
+                                 "coverage_penalty": 0.0, "no_repeat_ngram_size": 0, "num_samples": 0,
+                                 "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0,
                                  "max_beam_width": 16, "max_max_length": 256}
     assert model["limits"]["max_instances"] == 8 and model["limits"]["max_text_characters"] == 200
+
+
+def test_settings_a_request_leaves_out_are_the_recipe_s_and_sampling_is_seeded(server):
+    def ask(**settings):
+        body = {"signature_name": "with_settings", "instances": [{"text": "Tengo hambre.", **settings}]}
+        status, answer = post_json(server + "/v1/models/tiny:predict", body)
+        assert status == 200, answer
+        return answer["predictions"][0]
+
+    four = {"beam_width": 3, "n_best": 2, "max_length": 12, "length_penalty": 0.6}
+    everything = {**four, "coverage_penalty": 0.0, "no_repeat_ngram_size": 0, "num_samples": 0, "temperature": 1.0,
+                  "top_k": 0, "top_p": 1.0, "seed": 0}
+    assert ask(**four) == ask(**everything) == ask()  # a client written for the first four settings
+    sampled = ask(num_samples=4, n_best=4, temperature=1.5, seed=7)
+    assert ask(num_samples=4, n_best=4, temperature=1.5, seed=7) == sampled
+    assert len(sampled["translations"]) == 4 and sampled["scores"] == sorted(sampled["scores"], reverse=True)
+    assert ask(num_samples=4, n_best=4, temperature=1.5, seed=8) != sampled
 
 
 def test_concurrent_requests_are_merged_and_answered_as_one_at_a_time(server):

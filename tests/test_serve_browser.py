@@ -145,6 +145,20 @@ def test_the_page_translates_with_n_best_and_an_attention_heatmap(browser, expor
         assert all(is_blue or shade == "rgba(0, 0, 0, 0)" for is_blue, shade in zip(blue, shades)), shades
         assert sum(blue) >= sum(weight > 0.01 for row in attention["weights"] for weight in row) > 0
 
+        # Sampling from the page: three seeded samples, best first, as the API draws them.
+        set_number(browser, "num_samples", 3)
+        set_number(browser, "n_best", 3)
+        set_number(browser, "seed", 4)
+        press_key_on(browser, "submit", Keys.ENTER)
+        sampled_list = "return [...document.querySelectorAll('#n-best li span:first-child')].map(s => s.textContent)"
+        wait.until(lambda d: len(d.execute_script(sampled_list)) == 3)
+        status, answer = serving_support.post_json(
+            f"{url}/v1/models/{name}:predict",
+            {"signature_name": "with_settings", "instances": [{"text": source, "num_samples": 3, "n_best": 3,
+                                                               "seed": 4}]},
+        )
+        assert status == 200 and browser.execute_script(sampled_list) == answer["predictions"][0]["translations"]
+
         screenshot = tmp_path / "page.png"
         full_page_screenshot(browser, screenshot)
         assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -96,8 +96,9 @@ def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_r
 
 
 _SIGNATURES = {
-    "with_settings": "the same outputs, decoded with the inputs `beam_width`, `n_best`, `max_length` and "
-    "`length_penalty` (one value each, `[None]` shaped) instead of the recipe's",
+    "with_settings": "the same outputs, decoded with the inputs `beam_width`, `n_best`, `max_length`, "
+    "`length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`, `num_samples`, `temperature`, `top_k`, `top_p` "
+    "and `seed` (one value each, `[None]` shaped) instead of the recipe's",
     "attention": "the tokens read and written and the attention weights over them",
 }
 

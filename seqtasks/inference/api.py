@@ -35,10 +35,11 @@ class Classification:
 
 @dataclass
 class Caption:
-    """An image's caption and its length-normalised log-probability."""
+    """An image's caption and its length-normalised log-probability; `n_best` as for `Translation`."""
 
     text: str
     score: float
+    n_best: list = None
 
 
 def load(path, checkpoint=None, verbose=False):
@@ -125,8 +126,10 @@ class SeqtasksModel:
         return results[0] if single else results
 
     def translate(self, texts, batch_size=64, attention=False, **settings):
-        """`Translation`s of `texts`; `settings` (`beam_width`, `n_best`, `max_length`, `length_penalty`)
-        replace the recipe's `model.decoding` ones for this call (the export's `with_settings` signature).
+        """`Translation`s of `texts`; `settings` (any of `seqtasks.tasks.decoding_settings.SETTINGS`:
+        `beam_width`, `n_best`, `max_length`, `length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`,
+        `num_samples`, `temperature`, `top_k`, `top_p`, `seed`) replace the recipe's `model.decoding` ones
+        for this call (the export's `with_settings` signature); those left out are the recipe's.
 
         With `attention`, each result also holds the subwords and the weights
         of the recipe's own decoding (a model without attention cannot).
@@ -188,13 +191,22 @@ class SeqtasksModel:
             ],
         )
 
-    def caption(self, image_paths, batch_size=16):
+    def caption(self, image_paths, batch_size=16, **settings):
+        """`Caption`s of images (paths or bytes); `settings` as for `translate` (e.g. `num_samples=5,
+        temperature=0.8, n_best=5` for five sampled captions in `Caption.n_best`, best first)."""
         self._expect("caption")
-        return self._each(
-            [_item(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else _item(image_paths),
-            batch_size,
-            lambda out, i: Caption(out["caption"][i].decode(), float(out["score"][i])),
+        single, items = _as_list(
+            [_item(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else _item(image_paths), True
         )
+        results = []
+        for outputs, count in self._batches(items, batch_size, settings):
+            for i in range(count):
+                result = Caption(outputs["caption"][i].decode(), float(outputs["score"][i]))
+                if settings.get("n_best") is not None:
+                    pairs = zip(outputs["captions"][i], outputs["scores"][i])
+                    result.n_best = [(text.decode(), float(score)) for text, score in pairs]
+                results.append(result)
+        return results[0] if single else results
 
     def _expect(self, method):
         if self.spec.client_method != method:
@@ -229,7 +241,13 @@ class SeqtasksModel:
         if settings and SETTINGS_SIGNATURE not in self._predictor.signature_names:
             raise SeqtasksError(f"{self.path}: this export takes no decoding settings (export it again to add them)")
         if settings:
-            settings = {**self.decoding_defaults(), **settings}
+            accepted = self.settings_accepted()
+            missing = [key for key in SETTINGS if key in settings and key not in accepted]
+            if missing:
+                raise SeqtasksError(f"{missing[0]}: this export takes only the settings {list(accepted)} "
+                                    "(it was made before the others existed; export it again to add them)")
+            defaults = self.decoding_defaults()
+            settings = {key: settings.get(key, defaults[key]) for key in accepted}
         for start in range(0, len(items), _positive(batch_size)):
             batch = items[start : start + batch_size]
             if not settings:
@@ -239,8 +257,15 @@ class SeqtasksModel:
             inputs.update({key: [value] for key, value in settings.items()})
             yield self._predictor.run(SETTINGS_SIGNATURE, inputs), len(batch)
 
+    def settings_accepted(self):
+        """The decoding settings the `with_settings` signature takes, in `SETTINGS` order (older exports: four)."""
+        from seqtasks.tasks.decoding_settings import SETTINGS, SETTINGS_SIGNATURE
+
+        inputs = self.signatures().get(SETTINGS_SIGNATURE, {}).get("inputs", {})
+        return tuple(key for key in SETTINGS if key in inputs)
+
     def decoding_defaults(self):
-        """The recipe's `model.decoding` settings that `with_settings` takes: beam width, n-best, lengths."""
+        """The recipe's `model.decoding` settings that `with_settings` takes (every one in `SETTINGS`)."""
         from seqtasks.tasks.decoding_settings import SETTINGS
 
         recipe = self.recipe()

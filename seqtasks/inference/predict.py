@@ -156,8 +156,12 @@ class Predictor:
             return 1
         return int(self.serve.structured_outputs[plural[0]].shape[1])
 
-    def lines(self, items, batch_size, as_json=False, n_best=None):
-        """One printable line per input, in order, batch by batch; with `n_best`, that many lines per input."""
+    def lines(self, items, batch_size, as_json=False, n_best=None, outputs=None):
+        """One printable line per input, in order, batch by batch; with `n_best`, that many lines per input.
+
+        `outputs(batch)`, when given, computes a batch's outputs instead of
+        `serving_default` (the `with_settings` signature, for decoding settings).
+        """
         import click
 
         if not as_json and self.spec is None:
@@ -165,20 +169,21 @@ class Predictor:
             raise SeqtasksError(
                 f"the model's outputs ({outputs}) are not those of a seqtasks task; --json prints them all"
             )
-        if n_best is not None:
+        if n_best is not None and outputs is None:
             self._check_n_best(n_best)
+        outputs = outputs or self.outputs
 
         with click.progressbar(
             range(0, len(items), batch_size), label="Predicting", file=sys.stderr, hidden=len(items) <= batch_size
         ) as starts:
             for start in starts:
                 batch = items[start : start + batch_size]
-                outputs = self.outputs(batch)
+                answer = outputs(batch)
                 for index in range(len(batch)):
                     if n_best is not None:
-                        yield from _n_best_lines(self.spec, outputs, index, n_best, as_json)
+                        yield from _n_best_lines(self.spec, answer, index, n_best, as_json)
                     else:
-                        yield _json_line(outputs, index) if as_json else _text_line(self.spec, outputs, index)
+                        yield _json_line(answer, index) if as_json else _text_line(self.spec, answer, index)
 
     def _check_n_best(self, n_best):
         if self.spec is None or not self.spec.n_best_outputs():

@@ -375,8 +375,10 @@ def _describe(model, limits):
 
     settings = None
     if SETTINGS_SIGNATURE in model.signatures:
-        settings = {**model.model.decoding_defaults(), "max_beam_width": MAX_BEAM_WIDTH,
-                    "max_max_length": MAX_DECODE_LENGTH}
+        # The settings this export takes (older ones: four), with the recipe's values.
+        accepted = model.model.settings_accepted()
+        defaults = {key: value for key, value in model.model.decoding_defaults().items() if key in accepted}
+        settings = {**defaults, "max_beam_width": MAX_BEAM_WIDTH, "max_max_length": MAX_DECODE_LENGTH}
     return {
         "name": model.name,
         "version": model.version,

@@ -74,8 +74,20 @@ def load_served(path, named=()):
             raise SeqtasksError(f"two models named {name!r}: name them with --model NAME=PATH")
         version = 1 if is_run or not loaded.name.isdigit() else int(loaded.name)
         defs = None if is_run else _saved_signature_defs(loaded)
-        served[name] = ServedModel(name, version, model, model.signatures(), defs)
+        served[name] = ServedModel(name, version, model, _with_defaults(model), defs)
     return served
+
+
+def _with_defaults(model):
+    """The model's signatures; `with_settings` gets the recipe's settings for the inputs a request leaves out."""
+    from seqtasks.tasks.decoding_settings import SETTINGS_SIGNATURE
+
+    signatures = model.signatures()
+    if SETTINGS_SIGNATURE in signatures:
+        defaults = model.decoding_defaults()
+        inputs = signatures[SETTINGS_SIGNATURE]["inputs"]
+        signatures[SETTINGS_SIGNATURE]["defaults"] = {key: defaults[key] for key in inputs if key in defaults}
+    return signatures
 
 
 def _default_name(path, loaded, is_run):

@@ -100,7 +100,8 @@ def serve_frames(source, sink):
             return
         header = json.loads(line)
         raw = source.read(header["size"])
-        signatures = {name: {"inputs": {key: tuple(spec) for key, spec in sig["inputs"].items()}}
+        signatures = {name: {"inputs": {key: tuple(spec) for key, spec in sig["inputs"].items()},
+                             "defaults": sig.get("defaults", {})}
                       for name, sig in header["signatures"].items()}
         try:
             result = parse(header["kind"], raw, signatures, Limits(**header["limits"]), tuple(header["binary"]))

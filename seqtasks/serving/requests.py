@@ -89,7 +89,8 @@ def read_predict(body, signatures, limits, binary_inputs=()):
     """`(signature name, {input: list of values}, row format?)` of a parsed JSON predict request.
 
     `signatures` maps names to `{"inputs": {name: (dtype, shape)}, ...}`
-    (`SeqtasksModel.signatures()`); `binary_inputs` names the inputs that
+    (`SeqtasksModel.signatures()`), and may give `"defaults": {name: value}`
+    for inputs a request may leave out (the decoding settings); `binary_inputs` names the inputs that
     take only `{"b64": ...}` (images). Raises `BadRequest`, or `TooLarge`
     for a request over `limits`; sizes are checked before the values are.
     """
@@ -107,10 +108,11 @@ def read_predict(body, signatures, limits, binary_inputs=()):
     if ("instances" in body) == ("inputs" in body):
         raise BadRequest("expected exactly one of 'instances' (row format) or 'inputs' (columnar format)")
     specs = signatures[name]["inputs"]
+    defaults = signatures[name].get("defaults", {})
     if "instances" in body:
-        columns = _rows_to_columns(body["instances"], specs, limits)
+        columns = _rows_to_columns(body["instances"], specs, limits, defaults)
     else:
-        columns = _columns(body["inputs"], specs, limits)
+        columns = _columns(body["inputs"], specs, limits, defaults)
     for key, values in columns.items():
         binary = key in binary_inputs
         columns[key] = [_value(f"{key}[{index}]", value, specs[key][0], binary) for index, value in enumerate(values)]
@@ -118,26 +120,27 @@ def read_predict(body, signatures, limits, binary_inputs=()):
     return name, columns, "instances" in body
 
 
-def _rows_to_columns(instances, specs, limits):
+def _rows_to_columns(instances, specs, limits, defaults=None):
     if not isinstance(instances, list) or not instances:
         raise BadRequest("instances: expected a non-empty list")
     limits.check_instances(len(instances))
     names = sorted(specs)
+    defaults = defaults or {}
     if len(names) == 1 and not all(isinstance(row, dict) and set(row) == set(names) for row in instances):
         return {names[0]: list(instances)}
     columns = {key: [] for key in names}
     for index, row in enumerate(instances):
-        _check_fields(f"instances[{index}]", row, names)
+        _check_fields(f"instances[{index}]", row, names, defaults)
         for key in names:
-            columns[key].append(row[key])
+            columns[key].append(row[key] if key in row else defaults[key])
     return columns
 
 
-def _check_fields(where, value, names):
-    """Raises `BadRequest` unless `value` is an object of exactly the fields `names`."""
+def _check_fields(where, value, names, defaults=()):
+    """Raises `BadRequest` unless `value` is an object of the fields `names`: all but those with `defaults`."""
     if not isinstance(value, dict):
         raise BadRequest(f"{where}: expected an object with {names}")
-    missing = sorted(set(names) - set(value))
+    missing = sorted(set(names) - set(value) - set(defaults))
     if missing:
         raise BadRequest(f"{where}: missing field {missing[0]!r}")
     extra = sorted(set(value) - set(names))
@@ -145,14 +148,15 @@ def _check_fields(where, value, names):
         raise BadRequest(f"{where}: unknown field {shown(extra[0])}; expected {names}")
 
 
-def _columns(inputs, specs, limits):
+def _columns(inputs, specs, limits, defaults=None):
     names = sorted(specs)
+    defaults = defaults or {}
     if len(names) == 1 and isinstance(inputs, list):
         inputs = {names[0]: inputs}
-    _check_fields("inputs", inputs, names)
+    _check_fields("inputs", inputs, names, defaults)
     columns = {}
     for key in names:
-        value = inputs[key]
+        value = inputs[key] if key in inputs else defaults[key]
         # Every input of a seqtasks signature has one axis: a scalar is a list of one.
         columns[key] = value if isinstance(value, list) else [value]
         if not columns[key]:
@@ -178,8 +182,9 @@ def _value(where, value, dtype, binary=False):
     if dtype.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise BadRequest(f"{where}: expected an integer")
-        if not -(2**31) <= value < 2**31:
-            raise BadRequest(f"{where}: {shown(value)} is out of the int32 range")
+        bits = 64 if dtype == "int64" else 32
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise BadRequest(f"{where}: {shown(value)} is out of the {dtype} range")
         return value
     if dtype.startswith("float"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -41,8 +41,9 @@ def make_server(model, reader, tokenizer, output_name, decoding):
         read_settings,
         settings_specs,
     )
-    from seqtasks.tasks.seq2seq_common import make_decode, search
+    from seqtasks.tasks.seq2seq_common import Sampling, make_decode, search
 
+    attends = getattr(model.decoder_layer, "attention", "none") != "none"
     n_best = decoding.n_best if decoding.n_best > 1 else None
     decode = make_decode(model, decoding, n_best)
     best = make_decode(model, decoding)
@@ -54,7 +55,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             self.reader = reader
             self.tokenizer = tokenizer
             # Only then: saving traces every tf.function a module holds.
-            if getattr(model.decoder_layer, "attention", "none") != "none":
+            if attends:
                 self.attention = tf.function(self._attention, input_signature=[reader.spec])
 
         @tf.function(input_signature=[reader.spec])
@@ -64,13 +65,13 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, n_best or 1, blank)
 
         @tf.function(input_signature=[reader.spec, *settings_specs()])
-        def serve_with_settings(self, value, beam_width, n_best, max_length, length_penalty):
-            width, kept, length, penalty = read_settings(beam_width, n_best, max_length, length_penalty)
+        def serve_with_settings(self, value, *settings):
+            (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
+             seed) = read_settings(*settings, attends=attends)
             inputs, count, blank = self.reader.read(value)
-            # The recipe's beam search preferences hold here too; its sampling is serving_default's.
             ids, _, scores = search(
-                self.model, inputs, width, length, penalty, kept, decoding.coverage_penalty,
-                decoding.no_repeat_ngram_size,
+                self.model, inputs, width, length, penalty, kept, coverage, ngram,
+                Sampling(samples, temperature, top_k, top_p, seed),
             )
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
 

@@ -152,34 +152,46 @@ function settingsFieldset(model) {
     el("label", { for: name, text: label }),
     el("input", { id: name, name, type: "number", value: s[name], required: true, ...attrs }),
   ]);
-  const fieldset = el("fieldset", { class: "settings" }, [
-    el("legend", { text: "Decoding settings" }),
-    number("beam_width", "Beam width", { min: 1, max: s.max_beam_width, step: 1 }),
-    number("n_best", "N-best", { min: 1, max: s.beam_width, step: 1 }),
-    number("max_length", "Max length", { min: 1, max: s.max_max_length, step: 1 }),
-    number("length_penalty", "Length penalty", { min: 0, step: 0.1 }),
-  ]);
-  // n_best can't exceed the beam width: keep the bound in step so the browser's validation says so.
+  // The settings the export takes (older exports: the first four), with the recipe's values.
+  const fields = SETTING_FIELDS.filter(([name]) => name in s)
+    .map(([name, label, attrs]) => number(name, label, typeof attrs === "function" ? attrs(s) : attrs));
+  const fieldset = el("fieldset", { class: "settings" }, [el("legend", { text: "Decoding settings" }), ...fields]);
+  // n_best can't exceed the beam width (or the samples drawn): keep the bound in step so the browser's validation says so.
   fieldset.addEventListener("input", (event) => {
-    if (event.target.id === "beam_width") $("n_best").max = $("beam_width").value || s.beam_width;
+    if (event.target.id !== "beam_width" && event.target.id !== "num_samples") return;
+    const samples = $("num_samples") ? parseInt($("num_samples").value, 10) || 0 : 0;
+    $("n_best").max = samples > 0 ? samples : $("beam_width").value || s.beam_width;
   });
   return fieldset;
 }
 
+const INTEGER_SETTINGS = new Set(["beam_width", "n_best", "max_length", "no_repeat_ngram_size", "num_samples", "top_k", "seed"]);
+const SETTING_FIELDS = [
+  ["beam_width", "Beam width", (s) => ({ min: 1, max: s.max_beam_width, step: 1 })],
+  ["n_best", "N-best", (s) => ({ min: 1, max: s.num_samples > 0 ? s.num_samples : s.beam_width, step: 1 })],
+  ["max_length", "Max length", (s) => ({ min: 1, max: s.max_max_length, step: 1 })],
+  ["length_penalty", "Length penalty", { min: 0, max: 10, step: 0.1 }],
+  ["coverage_penalty", "Coverage penalty", { min: 0, max: 10, step: 0.1 }],
+  ["no_repeat_ngram_size", "No repeated n-grams of", { min: 0, max: 10, step: 1 }],
+  ["num_samples", "Samples (0: search)", (s) => ({ min: 0, max: s.max_beam_width, step: 1 })],
+  ["temperature", "Temperature", { min: 0.01, max: 100, step: 0.01 }],
+  ["top_k", "Top-k (0: all)", { min: 0, step: 1 }],
+  ["top_p", "Top-p", { min: 0.01, max: 1, step: 0.01 }],
+  ["seed", "Seed", { min: 0, max: 4294967295, step: 1 }],
+];
+
 function readSettings() {
-  for (const name of ["beam_width", "n_best", "max_length", "length_penalty"]) {
+  const settings = {};
+  for (const [name] of SETTING_FIELDS) {
     const input = $(name);
+    if (!input) continue;
     if (!input.checkValidity()) {
       input.focus();
       throw new Error(`${input.labels[0].textContent}: ${input.validationMessage}`);
     }
+    settings[name] = INTEGER_SETTINGS.has(name) ? parseInt(input.value, 10) : parseFloat(input.value);
   }
-  return {
-    beam_width: parseInt($("beam_width").value, 10),
-    n_best: parseInt($("n_best").value, 10),
-    max_length: parseInt($("max_length").value, 10),
-    length_penalty: parseFloat($("length_penalty").value),
-  };
+  return settings;
 }
 
 function nBestList(texts, scores) {
