@@ -340,6 +340,48 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best, **sett
 
 
 @main.command()
+@click.argument("model_path", metavar="SAVED_MODEL", type=click.Path(file_okay=False))
+@click.option("--input", "input_file", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Tab-separated pairs, one per line: the input (a text, or an image file for captioning), then "
+              "the output to score (- for standard input).")
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1), help="Pairs per call.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per pair, with the per-token "
+              "log-probabilities.")
+def score(model_path, input_file, batch_size, as_json):
+    """Score given outputs with SAVED_MODEL (forced decoding): how likely it finds each target for its input.
+
+    One line per pair: the length-normalised score (as the beam search
+    scores its hypotheses), the total log-probability, and the target.
+    SAVED_MODEL is an export (its newest version) or a run folder.
+    """
+    import json
+
+    import seqtasks
+    from seqtasks.inference.predict import read_inputs
+
+    try:
+        pairs = []
+        for number, line in enumerate(read_inputs(input_file), 1):
+            fields = line.split("\t")
+            if len(fields) != 2:
+                where = "standard input" if input_file == "-" else input_file
+                raise SeqtasksError(f"{where}, line {number}: expected an input and a target separated by a tab; "
+                                    f"got {len(fields)} field(s)")
+            pairs.append(fields)
+        model = seqtasks.load(model_path)
+        scored = model.score([source for source, _ in pairs], [target for _, target in pairs], batch_size)
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+    for (source, target), result in zip(pairs, scored):
+        if as_json:
+            click.echo(json.dumps({"input": source, "target": target, "score": result.score,
+                                   "log_prob": result.log_prob, "tokens": result.tokens,
+                                   "token_log_probs": result.token_log_probs}, ensure_ascii=False))
+        else:
+            click.echo(f"{result.score:.4f}\t{result.log_prob:.4f}\t{target}")
+
+
+@main.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False))
 @click.option(
     "--model", "named", multiple=True, metavar="NAME=PATH", help="Serve another model under NAME (repeatable)."

@@ -234,3 +234,169 @@ def test_one_sample_per_input_has_a_sample_axis_of_one():
     assert np.array(ids).shape == (2, 1, 5) and np.array(lengths).shape == np.array(scores).shape == (2, 1)
     alone = sampling_search(step, (), np.full(2, START), END, 5, seed=2)
     np.testing.assert_array_equal(np.array(ids)[:, 0], np.array(alone[0]))
+
+
+def _reference_uniforms(seed, sample, step):
+    """`uniforms` written out with NumPy (`seed` and `sample` may be arrays): the top 24 bits of the chained hashes."""
+    x = _lowbias32(_lowbias32(_lowbias32(np.array(seed, np.uint64)) ^ np.asarray(sample, np.uint64)) ^ np.uint64(step))
+    return (x >> np.uint64(8)) / float(1 << 24)
+
+
+def _flat_step(vocab):
+    """Equal logits: with a power-of-two vocabulary the cumulative probabilities t / vocab are exact in float32."""
+    return _fixed_step(np.zeros(vocab))
+
+
+@pytest.fixture(params=["float16", "float64"])
+def other_floatx(request):
+    previous = keras.config.floatx()
+    keras.config.set_floatx(request.param)
+    yield request.param
+    keras.config.set_floatx(previous)
+
+
+def test_sampling_is_in_float32_whatever_the_global_floatx(other_floatx):
+    # Equal logits over a power-of-two vocabulary: token t (ties keep the ids' order) holds exactly
+    # [t / V, (t + 1) / V) of the cumulative distribution, so sample k draws floor(u_k * V). 40,000
+    # samples (more than int16 counts) of 8 tokens, then 64 samples of 4096 tokens (sorted positions
+    # past float16's exact integers).
+    for samples, vocab in [(40_000, 8), (64, 4096)]:
+        ids, lengths, scores, _ = sampling_search(
+            _flat_step(vocab), (), np.full(1, START), END, 1, num_samples=samples, seed=21
+        )
+        ids, lengths, scores = (ops.convert_to_numpy(x) for x in (ids, lengths, scores))
+        assert (ids.dtype, lengths.dtype, scores.dtype) == (np.int32, np.int32, np.float32)
+        expected = np.floor(_reference_uniforms(21, np.arange(samples), 0) * vocab)
+        np.testing.assert_array_equal(ids[0, :, 0], expected)
+        np.testing.assert_array_equal(lengths, 1)
+        np.testing.assert_allclose(scores, -np.log(vocab), rtol=1e-6)
+    settings = {"temperature": 0.7, "top_k": 4, "top_p": 0.7}
+    probabilities, order = truncated_distribution(np.log(PROBS)[None].astype("float32"), **settings)
+    probabilities, order = ops.convert_to_numpy(probabilities), ops.convert_to_numpy(order)
+    assert (probabilities.dtype, order.dtype) == (np.float32, np.int32)
+    by_token = np.zeros(VOCAB)
+    by_token[order[0]] = probabilities[0]
+    np.testing.assert_allclose(by_token, _reference(PROBS, **settings), atol=1e-6)
+    u = ops.convert_to_numpy(uniforms(5, ops.convert_to_tensor(np.arange(1000), "int32"), 3))
+    assert u.dtype == np.float32
+    np.testing.assert_array_equal(u, _reference_uniforms(5, np.arange(1000), 3))
+
+
+def test_each_row_is_truncated_on_its_own():
+    # The second row's logits lie 200 below the first's: normalising over the whole batch would underflow it.
+    logits = np.stack([np.log(PROBS), np.log(PROBS) - 200.0]).astype("float32")
+    probabilities, order = (np.array(x) for x in truncated_distribution(logits, top_p=0.85))
+    for row in range(2):
+        by_token = np.zeros(VOCAB)
+        by_token[order[row]] = probabilities[row]
+        np.testing.assert_allclose(by_token, _reference(PROBS, top_p=0.85), atol=1e-6, err_msg=str(row))
+
+
+def test_the_nucleus_stops_at_the_token_whose_mass_reaches_top_p_exactly():
+    # Four equal tokens (exactly 0.25 each): two reach 0.5, three reach 0.75; no more is kept.
+    for top_p, kept in [(0.5, 2), (0.75, 3), (0.74, 3), (1.0, 4)]:
+        probabilities = np.array(truncated_distribution(np.zeros((1, 4), np.float32), top_p=top_p)[0])[0]
+        np.testing.assert_allclose(probabilities, [1 / kept] * kept + [0.0] * (4 - kept), err_msg=str(top_p))
+        np.testing.assert_allclose(probabilities[probabilities > 0].sum(), 1.0, rtol=1e-6)
+
+
+def _forced_step(next_token):
+    """A model that puts almost all the mass on `next_token[fed]` (every other token 20 nats lower)."""
+    table = np.full((VOCAB, VOCAB), -20.0, np.float32)
+    table[np.arange(VOCAB), next_token] = 0.0
+
+    def step(ids, state):
+        return ops.take(table, ids, axis=0), state
+
+    return table, step
+
+
+@pytest.mark.parametrize("pad_id", [None, 1, 6])
+def test_positions_after_the_end_hold_pad_id_zero_by_default(pad_id):
+    # START -> 3 -> END (length 2) and 4 -> 5 -> 3 -> END (length 3): the loop stops after three
+    # steps, so positions 3 to 5 are never drawn.
+    table, step = _forced_step([2, 3, 2, END, 5, 3, 2])
+    settings = {} if pad_id is None else {"pad_id": pad_id}
+    pad = 0 if pad_id is None else pad_id
+    ids, lengths, scores, _ = sampling_search(step, (), np.array([START, 4]), END, 6, top_k=1, seed=5, **settings)
+    np.testing.assert_array_equal(np.array(ids), [[3, END, pad, pad, pad, pad], [5, 3, END, pad, pad, pad]])
+    np.testing.assert_array_equal(np.array(lengths), [2, 3])
+    # Each forced token has log-probability -log(1 + 6 e^-20), -1.2e-8: the scores are 0 to float32's precision.
+    np.testing.assert_allclose(np.array(scores), [0.0, 0.0], atol=1e-6)
+
+
+def test_without_a_seed_the_samples_are_those_of_seed_zero():
+    _, step = _bigram_model(7)
+    settings = dict(end_id=END, max_length=8, num_samples=5)
+    default = sampling_search(step, (), np.full(2, START), **settings)
+    zero = sampling_search(step, (), np.full(2, START), seed=0, **settings)
+    for mine, theirs in zip(default[:3], zero[:3]):
+        np.testing.assert_array_equal(np.array(mine), np.array(theirs))
+
+
+def test_a_single_sequence_draws_from_the_whole_distribution():
+    # One batch entry, one sample, 200 steps of a model whose end (and start) token never comes.
+    probs = np.array([1e-30, 1e-30, 0.35, 0.25, 0.2, 0.1, 0.1])
+    ids, lengths, _, _ = sampling_search(_fixed_step(np.log(probs)), (), np.full(1, START), END, 200, seed=4)
+    assert np.array(lengths).tolist() == [200]
+    frequencies = np.bincount(np.array(ids)[0], minlength=VOCAB) / 200
+    tolerance = 5 * np.sqrt(probs * (1 - probs) / 200) + 1e-9
+    assert np.all(np.abs(frequencies - probs) <= tolerance), (frequencies, probs)
+
+
+def test_a_uniform_on_a_boundary_of_the_cumulative_distribution_draws_the_next_token():
+    # Inverse transform: the first token whose cumulative probability exceeds u. Four equal tokens,
+    # cumulative 0.25, 0.5, 0.75, 1 exactly; seed 5339144's first uniform is exactly 0.5, which lies in
+    # token 2's interval [0.5, 0.75), not token 1's [0.25, 0.5).
+    assert _reference_uniforms(5_339_144, 0, 0) == 0.5
+    ids, _, _, _ = sampling_search(_flat_step(4), (), np.full(1, START), END, 1, seed=5_339_144)
+    assert np.array(ids).tolist() == [[2]]
+
+
+def test_a_uniform_above_the_float32_total_of_the_distribution_still_draws_one_of_its_tokens():
+    # Cumulative float32 sums of many equal probabilities fall short of 1 by a few float32 steps
+    # (TensorFlow: 2e-4 for 32,000 tokens; JAX: 4e-7 for 10,000): a seed whose first uniform lies above
+    # that total has no position whose cumulative probability exceeds it.
+    totals = {
+        vocab: float(np.array(ops.cumsum(truncated_distribution(np.zeros((1, vocab), np.float32))[0], axis=-1))[0, -1])
+        for vocab in (10_000, 32_000)
+    }
+    vocab = min(totals, key=totals.get)
+    for first in range(0, 1 << 24, 1 << 20):
+        (above,) = np.nonzero(_reference_uniforms(np.arange(first, first + (1 << 20)), 0, 0) >= totals[vocab])
+        if len(above):
+            break
+    assert len(above), totals
+    ids, lengths, scores, _ = sampling_search(
+        _flat_step(vocab), (), np.full(1, START), END, 1, seed=first + int(above[0])
+    )
+    assert 0 <= int(np.array(ids)[0, 0]) < vocab and np.array(lengths).tolist() == [1]
+    np.testing.assert_allclose(np.array(scores), [-np.log(vocab)], rtol=1e-6)
+
+
+def test_a_uniform_above_the_float32_total_draws_the_last_token_kept_never_one_cut():
+    # As above, with top-k cutting the least probable token: the draw falls back on the last token
+    # truncation kept (with equal logits, sorted order is token order), not on the one it cut.
+    vocab = 32_000
+    probabilities, order = truncated_distribution(np.zeros((1, vocab), np.float32), top_k=vocab - 1)
+    total = float(np.array(ops.cumsum(probabilities, axis=-1))[0, -1])
+    last_kept = int(np.array(order)[0, vocab - 2])
+    for first in range(0, 1 << 24, 1 << 20):
+        (above,) = np.nonzero(_reference_uniforms(np.arange(first, first + (1 << 20)), 0, 0) >= total)
+        if len(above):
+            break
+    if not len(above):
+        pytest.skip(f"this backend's float32 total ({total}) leaves no uniform above it")
+    ids, _, _, _ = sampling_search(
+        _flat_step(vocab), (), np.full(1, START), END, 1, top_k=vocab - 1, seed=first + int(above[0])
+    )
+    assert int(np.array(ids)[0, 0]) == last_kept
+
+
+def test_top_p_of_one_keeps_every_token_even_below_float32_resolution():
+    # exp(-20) / (1 + exp(-20)) = 2.06e-9: the cumulative sum before it is 1.0 in float32, yet top_p=1 keeps it.
+    probabilities, order = truncated_distribution(np.array([[0.0, -20.0]], np.float32), top_p=1.0)
+    np.testing.assert_allclose(np.array(probabilities), [[1 / (1 + np.exp(-20)), np.exp(-20) / (1 + np.exp(-20))]],
+                               rtol=1e-6)
+    cut, _ = truncated_distribution(np.array([[0.0, -20.0]], np.float32), top_p=0.999)
+    np.testing.assert_array_equal(np.array(cut), [[1.0, 0.0]])

@@ -76,8 +76,10 @@ def truncated_distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
     probabilities = ops.where(in_top_k, probabilities, 0.0)
     probabilities = probabilities / ops.sum(probabilities, axis=-1, keepdims=True)
     mass_before = ops.cumsum(probabilities, axis=-1) - probabilities
-    # The most probable token always stays, whatever top_p.
-    in_nucleus = ops.logical_or(rank == 0, mass_before < ops.cast(top_p, "float32"))
+    top_p = ops.cast(top_p, "float32")
+    # The most probable token always stays, whatever top_p; top_p 1 keeps every token, even those whose
+    # probability float32 sums cannot register (as Hugging Face's warper is skipped at 1).
+    in_nucleus = ops.logical_or(ops.logical_or(rank == 0, mass_before < top_p), top_p >= 1.0)
     probabilities = ops.where(in_nucleus, probabilities, 0.0)
     return probabilities / ops.sum(probabilities, axis=-1, keepdims=True), order
 
@@ -171,9 +173,11 @@ def sampling_search(
         logits = ops.cast(logits, "float32")
         probabilities, order = truncated_distribution(logits, temperature, top_k, top_p)
         threshold = uniforms(seed, sample_index, step)
-        # Inverse transform: the first sorted position whose cumulative probability exceeds u.
+        # Inverse transform: the first sorted position whose cumulative probability exceeds u. Where float32
+        # sums fall short of 1 and u is above them, the last token kept (never one truncation cut).
         below = ops.cumsum(probabilities, axis=-1) <= ops.expand_dims(threshold, -1)
-        position = ops.minimum(ops.sum(ops.cast(below, "int32"), axis=-1), ops.shape(logits)[-1] - 1)
+        last_kept = ops.sum(ops.cast(probabilities > 0.0, "int32"), axis=-1) - 1
+        position = ops.minimum(ops.sum(ops.cast(below, "int32"), axis=-1), last_kept)
         drawn = ops.take_along_axis(order, ops.expand_dims(position, -1), axis=-1)[:, 0]
         log_probs = ops.log_softmax(logits, axis=-1)
         drawn_log_prob = ops.take_along_axis(log_probs, ops.expand_dims(drawn, -1), axis=-1)[:, 0]

@@ -42,6 +42,17 @@ class Caption:
     n_best: list = None
 
 
+@dataclass
+class Scored:
+    """A target's log-probability given its input (forced decoding): length-normalised as the search scores
+    (`score`), in total (`log_prob`), and per token (`tokens`, the end token included, and `token_log_probs`)."""
+
+    score: float
+    log_prob: float
+    tokens: list
+    token_log_probs: list
+
+
 def load(path, checkpoint=None, verbose=False):
     """The model at `path`: a run folder, an export's version folder, or its base path (newest version).
 
@@ -88,6 +99,7 @@ class SeqtasksModel:
     - sentiment: `classify(texts)` -> `Classification`s;
     - ner: `tag(texts)` -> lists of `(token, tag)` pairs (texts split on whitespace);
     - captioning: `caption(image_paths)` -> `Caption`s (an image's bytes may stand for its path);
+    - translation and captioning: `score(inputs, targets)` -> `Scored`s, the log-probabilities of given outputs;
     - any task: `predict(inputs)` -> dicts of every output of the export's signature;
       `attention(inputs)` -> tokens and attention weights; `run_signature(name, inputs)`.
 
@@ -171,6 +183,35 @@ class SeqtasksModel:
             batch = items[start : start + batch_size]
             inputs = {self._predictor.input_name: self._predictor.inputs(batch)}
             results += attention_rows(self._predictor.run(ATTENTION_SIGNATURE, inputs))
+        return results[0] if single else results
+
+    def score(self, inputs, targets, batch_size=64):
+        """How likely the model finds each target given its input: `Scored`s, one per (input, target) pair.
+
+        `inputs` are texts (captioning: image paths or bytes) and `targets`
+        texts, as many; each target is tokenized as the model writes, and
+        the end token is scored after it. The `score` signature of the export.
+        """
+        from seqtasks.tasks.decoding_settings import SCORE_SIGNATURE
+
+        if SCORE_SIGNATURE not in self._predictor.signature_names:
+            if self.spec.n_best_outputs():
+                raise SeqtasksError(f"{self.path}: this export has no score signature (export it again to add it)")
+            raise SeqtasksError(f"{self.path}: a {self.task} model writes no text to score; use predict()")
+        single, items = _as_list(inputs, self.binary_input)
+        _, wanted = _as_list(targets)
+        if len(wanted) != len(items):
+            raise SeqtasksError(f"targets: expected one per input ({len(items)}); got {len(wanted)}")
+        results = []
+        for start in range(0, len(items), _positive(batch_size)):
+            batch = {self.input_name: self._predictor.inputs(items[start : start + batch_size]),
+                     "target": wanted[start : start + batch_size]}
+            outputs = self._predictor.run(SCORE_SIGNATURE, batch)
+            for i in range(len(batch["target"])):
+                tokens = [token.decode() for token in outputs["target_tokens"][i]]
+                kept = tokens.index("") if "" in tokens else len(tokens)
+                results.append(Scored(float(outputs["score"][i]), float(outputs["log_prob"][i]), tokens[:kept],
+                                      [float(p) for p in outputs["token_log_probs"][i][:kept]]))
         return results[0] if single else results
 
     def classify(self, texts, batch_size=64):

@@ -7,7 +7,7 @@ says: `text_reader` tokenizes texts (translation, toy), the captioner's
 the backbone. Every signature decodes through `seq2seq_common.search`.
 """
 
-from seqtasks.text.special_ids import PAD_ID, START_ID
+from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
 
 
 def make_server(model, reader, tokenizer, output_name, decoding):
@@ -18,7 +18,10 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     `[None, n_best]`. `serving_signatures()` names every signature the
     export holds: `serve` as `serving_default`; `with_settings`, which also
     takes the decoding settings (`seqtasks.tasks.decoding_settings`) and
-    always returns the n-best outputs; and, for a model with attention,
+    always returns the n-best outputs; `score`, which takes a `target` text
+    per input and returns its length-normalised `score` (as the searches
+    score), `log_prob`, and per token `target_tokens` and `token_log_probs`
+    (the end token included; "" and 0 on padding); and, for a model with attention,
     `attention`: the default decoding's best output and `reader`'s attention
     outputs (for texts, `text_reader`'s).
 
@@ -37,11 +40,12 @@ def make_server(model, reader, tokenizer, output_name, decoding):
 
     from seqtasks.tasks.decoding_settings import (
         ATTENTION_SIGNATURE,
+        SCORE_SIGNATURE,
         SETTINGS_SIGNATURE,
         read_settings,
         settings_specs,
     )
-    from seqtasks.tasks.seq2seq_common import Sampling, make_decode, search
+    from seqtasks.tasks.seq2seq_common import Sampling, make_decode, score_ids, search
 
     attends = getattr(model.decoder_layer, "attention", "none") != "none"
     n_best = decoding.n_best if decoding.n_best > 1 else None
@@ -75,6 +79,18 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             )
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
 
+        @tf.function(input_signature=[reader.spec, tf.TensorSpec([None], tf.string, name="target")])
+        def score(self, value, target):
+            tf.debugging.assert_equal(
+                tf.shape(value)[0], tf.shape(target)[0], message="target: expected one per input"
+            )
+            inputs, count, _ = self.reader.read(value)
+            ids = target_ids(self.tokenizer, target, tf.shape(inputs)[0])
+            tokens, total, normalised = score_ids(self.model, inputs, ids, decoding.length_penalty)
+            strings = token_strings(self.tokenizer, ids, tf.not_equal(ids, PAD_ID))
+            return {"score": normalised[:count], "log_prob": total[:count], "token_log_probs": tokens[:count],
+                    "target_tokens": strings[:count]}
+
         def _attention(self, value):
             inputs, count, blank = self.reader.read(value)
             ids, scores, weights, mask = decoded_attention(self.model, best, inputs, blank)
@@ -85,12 +101,27 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             return outputs
 
         def serving_signatures(self):
-            signatures = {"serving_default": self.serve, SETTINGS_SIGNATURE: self.serve_with_settings}
+            signatures = {"serving_default": self.serve, SETTINGS_SIGNATURE: self.serve_with_settings,
+                          SCORE_SIGNATURE: self.score}
             if hasattr(self, "attention"):
                 signatures[ATTENTION_SIGNATURE] = self.attention
             return signatures
 
     return EncoderDecoderServer()
+
+
+def target_ids(tokenizer, target, rows):
+    """Target texts `[None]` as `(rows, T)` ids to score: their tokens, cut to fit `MAX_DECODE_LENGTH`, then
+    `END_ID`; `PAD_ID` after, and in the rows past the texts (a reader may pad its batch)."""
+    import tensorflow as tf
+
+    from seqtasks.recipe.schema import MAX_DECODE_LENGTH
+    from seqtasks.tasks.serving_limits import cut_text
+
+    tokens = tokenizer.tokenize(cut_text(target, MAX_DECODE_LENGTH))[:, : MAX_DECODE_LENGTH - 1]
+    ends = tf.fill([tokens.nrows(), 1], tf.constant(END_ID, tokens.dtype))
+    ids = tf.cast(tf.concat([tokens, ends], axis=1).to_tensor(default_value=PAD_ID), tf.int32)
+    return tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, 0]])
 
 
 def text_reader(tokenizer, max_length):

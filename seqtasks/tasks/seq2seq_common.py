@@ -160,6 +160,31 @@ def _sample(model, inputs, max_length, length_penalty, n_best, sampling):
     return ids[:, :n_best], lengths[:, :n_best], scores[:, :n_best]
 
 
+def score_ids(model, inputs, target_ids, length_penalty=0.0):
+    """Forced decoding: the log-probabilities `model` gives the targets `target_ids` of `inputs`.
+
+    `target_ids` `(batch, T)`: each row the output tokens then `END_ID`,
+    `PAD_ID` after (as the searches return them). The model reads each row
+    from `START_ID` (teacher forcing, inference mode). Returns
+    `(token_log_probs, log_prob, score)`: `(batch, T)` float32, 0 on padding;
+    their sum `(batch,)`; and that sum divided by the GNMT length penalty of
+    the length without the end token, the score `search` gives a hypothesis
+    (without a coverage penalty).
+    """
+    from keras import ops
+
+    target_ids = ops.cast(target_ids, "int32")
+    start = ops.full((ops.shape(target_ids)[0], 1), START_ID, dtype="int32")
+    target_in = ops.concatenate([start, target_ids[:, :-1]], axis=1)
+    log_probs = ops.log_softmax(ops.cast(model((inputs, target_in), training=False), "float32"), axis=-1)
+    tokens = ops.take_along_axis(log_probs, ops.expand_dims(target_ids, -1), axis=-1)[..., 0]
+    kept = ops.not_equal(target_ids, PAD_ID)
+    tokens = ops.where(kept, tokens, 0.0)
+    total = ops.sum(tokens, axis=1)
+    lengths = ops.sum(ops.cast(kept, "int32"), axis=1)
+    return tokens, total, _length_normalised(target_ids, lengths, total, length_penalty)
+
+
 def _length_normalised(ids, lengths, scores, alpha):
     """Greedy scores as beam search scores them: divided by the length penalty of the length without `END_ID`."""
     from keras import ops
