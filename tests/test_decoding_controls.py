@@ -54,3 +54,18 @@ def test_the_api_sends_what_the_export_takes_and_names_what_an_older_export_lack
         f"top_k: this export takes only the settings {list(FIRST_SETTINGS)} (it was made before the others "
         "existed; export it again to add them)"
     )
+
+
+def test_a_prefix_starts_every_translation_and_its_own_start_gives_it_back(model, export):
+    source = "Tengo hambre."
+    plain = model.translate(source, n_best=2, beam_width=3)
+    first_word = plain.text.split()[0]
+    again = model.translate(source, prefix=first_word, n_best=2, beam_width=3)
+    assert again.text == plain.text  # the best translation starts so already
+    # The tiny model writes lower case (data.lower_case).
+    forced = model.translate([source, "Hola."], prefix=["nobody", "nobody knows"])
+    assert forced[0].text.startswith("nobody") and forced[1].text.startswith("nobody knows")
+    with pytest.raises(SeqtasksError, match=r"^prefix: expected a string, or one per input \(2\)$"):
+        model.translate([source, "Hola."], prefix=["a"])
+    result = seqtasks_command("predict", export, "--json", source, "--beam-width", 3)
+    assert plain.text in result.stdout

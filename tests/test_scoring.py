@@ -106,3 +106,39 @@ def test_the_score_command_prints_a_line_per_pair_and_names_a_bad_line(export, t
     assert result.output.strip().splitlines()[-1] == (
         f"Error: {pairs}, line 2: expected an input and a target separated by a tab; got 1 field(s)"
     )
+
+
+def _prefix(ids, k):
+    """The first k ids of each row, PAD after (k 0: none)."""
+    out = np.zeros((ids.shape[0], max(k, 1)), "int32")
+    out[:, :k] = ids[:, :k]
+    return out
+
+
+def test_a_prefix_of_the_greedy_output_gives_the_same_output_scored_without_it():
+    model = _model(1)
+    ids, lengths, scores = (np.asarray(x) for x in search(model, SOURCE, 1, 7))
+    tokens = np.asarray(score_ids(model, SOURCE, ids, 0.0)[0])
+    for k in (0, 1, 2):
+        forced_ids, forced_lengths, forced_scores = (
+            np.asarray(x) for x in search(model, SOURCE, 1, 7, prefix=_prefix(ids, k))
+        )
+        np.testing.assert_array_equal(forced_ids, ids)
+        np.testing.assert_array_equal(forced_lengths, lengths)
+        np.testing.assert_allclose(forced_scores, scores - tokens[:, :k].sum(1), atol=1e-5)
+
+
+def test_a_prefix_of_a_sample_gives_the_same_sample_and_any_prefix_is_written_first():
+    model = _model(2)
+    sampling = Sampling(3, 1.5, 0, 1.0, 11)
+    ids, _, _ = (np.asarray(x) for x in search(model, SOURCE, 1, 6, n_best=3, sampling=sampling))
+    # Samples come back best first: force the first two tokens of the best one and it comes back, unchanged.
+    again = np.asarray(search(model, SOURCE, 1, 6, n_best=3, sampling=sampling, prefix=_prefix(ids[:, 0], 2))[0])
+    assert any((again[:, k] == ids[:, 0]).all() for k in range(3))
+    # An unlikely prefix (tokens 7 then 8 on every row, padding on the last) starts every hypothesis.
+    prefix = np.array([[7, 8], [7, 8], [7, 0]], "int32")
+    for settings in (dict(beam_width=3, n_best=3, coverage_penalty=0.3, no_repeat_ngram_size=2),
+                     dict(beam_width=1, n_best=None), dict(beam_width=1, n_best=2, sampling=Sampling(2))):
+        out = np.asarray(search(model, SOURCE, max_length=6, prefix=prefix, **settings)[0])
+        out = out if out.ndim == 3 else out[:, None]
+        assert (out[:2, :, :2] == [7, 8]).all() and (out[2, :, 0] == 7).all(), settings

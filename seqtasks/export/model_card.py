@@ -100,6 +100,8 @@ _SIGNATURES = {
     "`length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`, `num_samples`, `temperature`, `top_k`, `top_p` "
     "and `seed` (one value each, `[None]` shaped) instead of the recipe's",
     "attention": "the tokens read and written and the attention weights over them",
+    "with_prefix": "the outputs of `with_settings` given a `prefix` text per input, which every output starts "
+    "with (forced; the search continues it)",
     "score": "given a `target` text per input, the log-probability the model gives it (`log_prob`), per token "
     "(`target_tokens`, `token_log_probs`) and length-normalised as the search scores (`score`)",
 }

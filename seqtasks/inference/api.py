@@ -137,7 +137,7 @@ class SeqtasksModel:
             results += [plain_outputs(outputs, index) for index in range(count)]
         return results[0] if single else results
 
-    def translate(self, texts, batch_size=64, attention=False, **settings):
+    def translate(self, texts, batch_size=64, attention=False, prefix=None, **settings):
         """`Translation`s of `texts`; `settings` (any of `seqtasks.tasks.decoding_settings.SETTINGS`:
         `beam_width`, `n_best`, `max_length`, `length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`,
         `num_samples`, `temperature`, `top_k`, `top_p`, `seed`) replace the recipe's `model.decoding` ones
@@ -145,11 +145,13 @@ class SeqtasksModel:
 
         With `attention`, each result also holds the subwords and the weights
         of the recipe's own decoding (a model without attention cannot).
+        `prefix` (a text, or one per input) is where every translation starts:
+        its tokens are forced and the search continues them (`with_prefix`).
         """
         self._expect("translate")
         single, items = _as_list(texts)
         results = []
-        for outputs, count in self._batches(items, batch_size, settings):
+        for outputs, count in self._batches(items, batch_size, settings, prefix):
             for i in range(count):
                 result = Translation(outputs["translation"][i].decode(), float(outputs["score"][i]))
                 if settings.get("n_best") is not None:
@@ -232,15 +234,16 @@ class SeqtasksModel:
             ],
         )
 
-    def caption(self, image_paths, batch_size=16, **settings):
-        """`Caption`s of images (paths or bytes); `settings` as for `translate` (e.g. `num_samples=5,
-        temperature=0.8, n_best=5` for five sampled captions in `Caption.n_best`, best first)."""
+    def caption(self, image_paths, batch_size=16, prefix=None, **settings):
+        """`Caption`s of images (paths or bytes); `settings` and `prefix` as for `translate` (e.g.
+        `num_samples=5, temperature=0.8, n_best=5` for five sampled captions in `Caption.n_best`, best
+        first; `prefix="a dog"` for captions that start so)."""
         self._expect("caption")
         single, items = _as_list(
             [_item(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else _item(image_paths), True
         )
         results = []
-        for outputs, count in self._batches(items, batch_size, settings):
+        for outputs, count in self._batches(items, batch_size, settings, prefix):
             for i in range(count):
                 result = Caption(outputs["caption"][i].decode(), float(outputs["score"][i]))
                 if settings.get("n_best") is not None:
@@ -272,10 +275,18 @@ class SeqtasksModel:
         """
         return self._predictor.run(name, inputs)
 
-    def _batches(self, items, batch_size, settings=None):
-        from seqtasks.tasks.decoding_settings import SETTINGS, SETTINGS_SIGNATURE
+    def _batches(self, items, batch_size, settings=None, prefix=None):
+        from seqtasks.tasks.decoding_settings import PREFIX_SIGNATURE, SETTINGS, SETTINGS_SIGNATURE
 
         settings = {key: value for key, value in (settings or {}).items() if value is not None}
+        prefixes = None
+        if prefix is not None:
+            if PREFIX_SIGNATURE not in self._predictor.signature_names:
+                raise SeqtasksError(f"{self.path}: this export takes no prefix (export it again to add it)")
+            prefixes = [prefix] * len(items) if isinstance(prefix, str) else list(prefix)
+            if len(prefixes) != len(items) or not all(isinstance(text, str) for text in prefixes):
+                raise SeqtasksError(f"prefix: expected a string, or one per input ({len(items)})")
+            settings = {**self.decoding_defaults(), **settings}
         unknown = sorted(set(settings) - set(SETTINGS))
         if unknown:
             raise SeqtasksError(f"{unknown[0]}: not a decoding setting; expected some of {list(SETTINGS)}")
@@ -296,7 +307,11 @@ class SeqtasksModel:
                 continue
             inputs = {self._predictor.input_name: self._predictor.inputs(batch)}
             inputs.update({key: [value] for key, value in settings.items()})
-            yield self._predictor.run(SETTINGS_SIGNATURE, inputs), len(batch)
+            if prefixes is None:
+                yield self._predictor.run(SETTINGS_SIGNATURE, inputs), len(batch)
+            else:
+                inputs["prefix"] = prefixes[start : start + batch_size]
+                yield self._predictor.run(PREFIX_SIGNATURE, inputs), len(batch)
 
     def settings_accepted(self):
         """The decoding settings the `with_settings` signature takes, in `SETTINGS` order (older exports: four)."""

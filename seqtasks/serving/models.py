@@ -79,14 +79,16 @@ def load_served(path, named=()):
 
 
 def _with_defaults(model):
-    """The model's signatures; `with_settings` gets the recipe's settings for the inputs a request leaves out."""
-    from seqtasks.tasks.decoding_settings import SETTINGS_SIGNATURE
+    """The model's signatures; `with_settings` and `with_prefix` get the recipe's settings for the inputs a request
+    leaves out."""
+    from seqtasks.tasks.decoding_settings import PREFIX_SIGNATURE, SETTINGS_SIGNATURE
 
     signatures = model.signatures()
-    if SETTINGS_SIGNATURE in signatures:
-        defaults = model.decoding_defaults()
-        inputs = signatures[SETTINGS_SIGNATURE]["inputs"]
-        signatures[SETTINGS_SIGNATURE]["defaults"] = {key: defaults[key] for key in inputs if key in defaults}
+    for name in (SETTINGS_SIGNATURE, PREFIX_SIGNATURE):
+        if name in signatures:
+            defaults = model.decoding_defaults()
+            inputs = signatures[name]["inputs"]
+            signatures[name]["defaults"] = {key: defaults[key] for key in inputs if key in defaults}
     return signatures
 
 

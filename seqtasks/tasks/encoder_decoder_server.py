@@ -18,7 +18,9 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     `[None, n_best]`. `serving_signatures()` names every signature the
     export holds: `serve` as `serving_default`; `with_settings`, which also
     takes the decoding settings (`seqtasks.tasks.decoding_settings`) and
-    always returns the n-best outputs; `score`, which takes a `target` text
+    always returns the n-best outputs; `with_prefix`, the same with a
+    `prefix` text per input that every output starts with (the search
+    continues it); `score`, which takes a `target` text
     per input and returns its length-normalised `score` (as the searches
     score), `log_prob`, and per token `target_tokens` and `token_log_probs`
     (the end token included; "" and 0 on padding); and, for a model with attention,
@@ -40,6 +42,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
 
     from seqtasks.tasks.decoding_settings import (
         ATTENTION_SIGNATURE,
+        PREFIX_SIGNATURE,
         SCORE_SIGNATURE,
         SETTINGS_SIGNATURE,
         read_settings,
@@ -79,6 +82,21 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             )
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
 
+        @tf.function(input_signature=[reader.spec, tf.TensorSpec([None], tf.string, name="prefix"), *settings_specs()])
+        def serve_with_prefix(self, value, prefix, *settings):
+            tf.debugging.assert_equal(
+                tf.shape(value)[0], tf.shape(prefix)[0], message="prefix: expected one per input"
+            )
+            (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
+             seed) = read_settings(*settings, attends=attends)
+            inputs, count, blank = self.reader.read(value)
+            forced = target_ids(self.tokenizer, prefix, tf.shape(inputs)[0], end=False)
+            ids, _, scores = search(
+                self.model, inputs, width, length, penalty, kept, coverage, ngram,
+                Sampling(samples, temperature, top_k, top_p, seed), prefix=forced,
+            )
+            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
+
         @tf.function(input_signature=[reader.spec, tf.TensorSpec([None], tf.string, name="target")])
         def score(self, value, target):
             tf.debugging.assert_equal(
@@ -102,7 +120,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
 
         def serving_signatures(self):
             signatures = {"serving_default": self.serve, SETTINGS_SIGNATURE: self.serve_with_settings,
-                          SCORE_SIGNATURE: self.score}
+                          PREFIX_SIGNATURE: self.serve_with_prefix, SCORE_SIGNATURE: self.score}
             if hasattr(self, "attention"):
                 signatures[ATTENTION_SIGNATURE] = self.attention
             return signatures
@@ -110,17 +128,18 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     return EncoderDecoderServer()
 
 
-def target_ids(tokenizer, target, rows):
-    """Target texts `[None]` as `(rows, T)` ids to score: their tokens, cut to fit `MAX_DECODE_LENGTH`, then
-    `END_ID`; `PAD_ID` after, and in the rows past the texts (a reader may pad its batch)."""
+def target_ids(tokenizer, target, rows, end=True):
+    """Target texts `[None]` as `(rows, T)` ids: their tokens, cut to fit `MAX_DECODE_LENGTH`, then `END_ID`
+    (unless not `end`: a prefix); `PAD_ID` after, and in the rows past the texts (a reader may pad its batch)."""
     import tensorflow as tf
 
     from seqtasks.recipe.schema import MAX_DECODE_LENGTH
     from seqtasks.tasks.serving_limits import cut_text
 
     tokens = tokenizer.tokenize(cut_text(target, MAX_DECODE_LENGTH))[:, : MAX_DECODE_LENGTH - 1]
-    ends = tf.fill([tokens.nrows(), 1], tf.constant(END_ID, tokens.dtype))
-    ids = tf.cast(tf.concat([tokens, ends], axis=1).to_tensor(default_value=PAD_ID), tf.int32)
+    if end:
+        tokens = tf.concat([tokens, tf.fill([tokens.nrows(), 1], tf.constant(END_ID, tokens.dtype))], axis=1)
+    ids = tf.cast(tokens.to_tensor(default_value=PAD_ID), tf.int32)
     return tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, 0]])
 
 

@@ -29,6 +29,7 @@ def search(
     coverage_penalty=0.0,
     no_repeat_ngram_size=0,
     sampling=None,
+    prefix=None,
 ):
     """The one search of every encoder-decoder evaluation and export: encode, tile the beams, step, search.
 
@@ -48,6 +49,12 @@ def search(
     samples per input instead of searching (`seqtasks.decoding.sampling_search`),
     scored as the search scores its hypotheses, best first; K 0 searches.
 
+    `prefix` `(batch, P)` ids (`PAD_ID` after each row's tokens), when
+    given, are forced: every output starts with its row's prefix and the
+    search (or sampling) continues it. The forced tokens count in an
+    output's length but not in its score, the log-probability of the rest
+    given the prefix (the same for every hypothesis of an input).
+
     Returns `(ids, lengths, scores)`: the best hypothesis, `ids`
     `(batch, time)`; with `n_best` (an int or a scalar tensor) the `n_best`
     best, best first, `ids` `(batch, n_best, time)`, `lengths` and
@@ -57,10 +64,10 @@ def search(
 
     def searched():
         return _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty,
-                       no_repeat_ngram_size)
+                       no_repeat_ngram_size, prefix)
 
     def sampled():
-        return _sample(model, inputs, max_length, length_penalty, n_best, sampling)
+        return _sample(model, inputs, max_length, length_penalty, n_best, sampling, prefix)
 
     samples = 0 if sampling is None else sampling.num_samples
     if isinstance(samples, int):
@@ -86,7 +93,41 @@ def _is(value, number):
     return isinstance(value, (int, float)) and value == number
 
 
-def _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty, no_repeat_ngram_size):
+def forced(step, prefix, copies):
+    """`step(ids, state) -> (logits, state)` whose first tokens are `prefix`'s, and its state's extra part.
+
+    `prefix` `(batch, P)` is repeated `copies` times per row (the beams or
+    samples, `tile_beams`' layout); while a row's prefix lasts, every other
+    token's logit is -1e9, so any search writes the prefix token (with the
+    log-probability 0 after the searches' log-softmax). The wrapped step
+    keeps the step count per row in its state: pass `(state, counts)`, with
+    `counts` the returned zeros.
+    """
+    from keras import ops
+
+    from seqtasks.decoding import tile_beams
+
+    prefix = ops.cast(prefix, "int32")
+    prefix = ops.pad(prefix, [[0, 0], [0, 1]], constant_values=PAD_ID)  # at least one column
+    prefix = tile_beams(prefix, copies)
+    lengths = ops.sum(ops.cast(ops.not_equal(prefix, PAD_ID), "int32"), axis=1)
+    last = ops.shape(prefix)[1] - 1
+
+    def step_forced(ids, state):
+        inner, counts = state
+        logits, inner = step(ids, inner)
+        logits = ops.cast(logits, "float32")
+        wanted = ops.take_along_axis(prefix, ops.expand_dims(ops.minimum(counts, last), 1), axis=1)[:, 0]
+        others = ops.not_equal(ops.expand_dims(ops.arange(ops.shape(logits)[-1], dtype="int32"), 0),
+                               ops.expand_dims(wanted, 1))
+        forcing = ops.expand_dims(counts < lengths, 1)
+        return ops.where(ops.logical_and(forcing, others), -1e9, logits), (inner, counts + 1)
+
+    return step_forced, ops.zeros_like(lengths)
+
+
+def _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty, no_repeat_ngram_size,
+            prefix=None):
     from keras import ops
 
     from seqtasks.decoding import beam_search, greedy_search, tile_beams
@@ -111,10 +152,15 @@ def _search(model, inputs, beam_width, max_length, length_penalty, n_best, cover
         logits, inner, weights = model.decode_step(ids, inner, cache)
         return logits, (inner, covered + ops.cast(weights, "float32"))
 
+    coverage_fn = (lambda state: state[1]) if covers else None
+    if prefix is not None:
+        step, counts = forced(step, prefix, 1 if greedy else beam_width)
+        state = (state, counts)
+        coverage_fn = (lambda state: state[0][1]) if covers else None
     if not greedy:
         return beam_search(
             step, state, start, END_ID, max_length, beam_width, alpha=length_penalty, n_best=n_best,
-            coverage_penalty_weight=coverage_penalty, coverage_fn=(lambda state: state[1]) if covers else None,
+            coverage_penalty_weight=coverage_penalty, coverage_fn=coverage_fn,
             no_repeat_ngram_size=no_repeat_ngram_size,
         )[:3]
     ids, lengths, scores = greedy_search(step, state, start, END_ID, max_length)[:3]
@@ -129,7 +175,7 @@ def _memory_mask(cache):
     return cache[2] if isinstance(cache, (tuple, list)) and len(cache) == 3 else None
 
 
-def _sample(model, inputs, max_length, length_penalty, n_best, sampling):
+def _sample(model, inputs, max_length, length_penalty, n_best, sampling, prefix=None):
     from keras import ops
 
     from seqtasks.decoding import sampling_search, tile_beams
@@ -142,6 +188,9 @@ def _sample(model, inputs, max_length, length_penalty, n_best, sampling):
         logits, state, _ = model.decode_step(ids, state, cache)
         return logits, state
 
+    if prefix is not None:
+        step, counts = forced(step, prefix, samples)
+        state = (state, counts)
     ids, lengths, scores, _ = sampling_search(
         step, state, start, END_ID, max_length, num_samples=samples, temperature=sampling.temperature,
         top_k=sampling.top_k, top_p=sampling.top_p, seed=sampling.seed,
