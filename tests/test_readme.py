@@ -232,8 +232,9 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
     def classifier(pooling):
         return SimpleNamespace(attention_pooling=pooling)
 
-    both = {"serving_default", "with_settings", "attention"}
-    # Translation and the toy task: `with_settings` always, `attention` when the model has attention.
+    both = {"serving_default", "with_settings", "with_prefix", "score", "attention"}
+    # Translation and the toy task: `with_settings`, `with_prefix` and `score` always, `attention` when the model
+    # has attention.
     texts, images = text_reader(None, 10), image_reader(None, 64)
     assert _signatures(make_server(seq2seq("luong"), texts, None, "translation", decoding)) == both
     assert _signatures(make_server(seq2seq("none"), texts, None, "output", decoding)) == both - {"attention"}

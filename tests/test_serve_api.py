@@ -58,7 +58,13 @@ def test_version_status_and_metadata_are_tensorflow_serving_s(server):
     assert default["inputs"]["text"]["tensor_shape"] == {"dim": [{"size": "-1", "name": ""}], "unknown_rank": False}
     assert set(default["outputs"]) == {"translation", "score", "translations", "scores"}
     assert default["outputs"]["scores"]["tensor_shape"]["dim"][1]["size"] == "2"  # model.decoding.n_best
-    assert set(signatures["with_settings"]["inputs"]) == {"text", "beam_width", "n_best", "max_length", "length_penalty"}
+    assert set(signatures["with_settings"]["inputs"]) == {
+        "text", "beam_width", "n_best", "max_length", "length_penalty", "coverage_penalty", "no_repeat_ngram_size",
+        "num_samples", "temperature", "top_k", "top_p", "seed"}
+    assert set(signatures["with_prefix"]["inputs"]) == set(signatures["with_settings"]["inputs"]) | {"prefix"}
+    assert set(signatures["score"]["inputs"]) == {"text", "target"}
+    assert set(signatures["score"]["outputs"]) == {"score", "log_prob", "token_log_probs", "target_tokens"}
+    assert signatures["with_settings"]["inputs"]["seed"]["dtype"] == "DT_INT64"
     assert signatures["with_settings"]["inputs"]["length_penalty"]["dtype"] == "DT_FLOAT"
     assert get_json(server + "/v1/models/tiny/versions/1/metadata")[1] == metadata
 
