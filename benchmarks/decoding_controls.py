@@ -1,6 +1,7 @@
 """The decoding controls measured on trained runs: averaging, ensembles, search preferences, sampling diversity.
 
     python -m benchmarks.decoding_controls translation RUN [RUN2]   # dev BLEU and decode speed of each variant
+    python -m benchmarks.decoding_controls speed RUN [RUN2]         # decode speed of the search variants, in turns
     python -m benchmarks.decoding_controls captioning RUN           # dev BLEU-4 and distinct n-grams, beam vs sampling
 
 translation: RUN (and RUN2, a run of the same recipe with another seed on
@@ -88,6 +89,38 @@ def _validation(runner, checkpoint, ensemble=()):
     return runner.task.evaluate(model, examples, out_dir).metrics
 
 
+def speed(run, other=None, rounds=3, count=1000):
+    """Decode speed of the search variants, measured in turns, round after round, on `count` dev sources:
+    the same share of the CPU for each, whatever else runs. Median sentences/s of the rounds."""
+    import statistics
+
+    import tensorflow as tf
+
+    from seqtasks.lifecycle.runner import Runner
+    from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode
+
+    runner = Runner.open(run, log=_quiet)
+    _, examples = runner.task.read_splits()
+    tokenizer, length = runner.task.source_tokenizer, runner.recipe.data.max_length
+    rows = [row[:length] for row in tokenizer.tokenize(tf.constant([s for s, _ in examples[:count]])).to_list()]
+    model = runner.load_model()
+    variants = {"final model": (model, runner.recipe.model.decoding)}
+    for name, _, overrides in TRANSLATION_VARIANTS[3:]:
+        variants[name] = (model, Runner.open(run, overrides, log=_quiet).recipe.model.decoding)
+    if other is not None:
+        variants["ensemble of 2 runs"] = (runner.ensemble([Path(other)]), runner.recipe.model.decoding)
+    decoders = {name: make_decode(m, decoding) for name, (m, decoding) in variants.items()}
+    seconds = {name: [] for name in variants}
+    for _ in range(rounds + 1):  # the first round traces
+        for name, (m, _) in variants.items():
+            timings = {}
+            decode_id_rows(decoders[name], m, rows, runner.recipe.evaluation.batch_size, timings)
+            seconds[name].append(timings["decode_seconds"])
+    print("| decoding | sentences/s (median of rounds) |\n| --- | --- |")
+    for name, times in seconds.items():
+        print(f"| {name} | {len(rows) / statistics.median(times[1:]):.0f} |")
+
+
 def distinct(captions, n):
     """Distinct n-grams over all captions: different n-grams / all n-grams (Li et al., 2016)."""
     grams = [tuple(words[i : i + n]) for words in (c.split() for c in captions) for i in range(len(words) - n + 1)]
@@ -116,10 +149,12 @@ def captioning(run):
 
 
 def main(argv):
-    if not argv or argv[0] not in ("translation", "captioning") or len(argv) < 2:
+    if not argv or argv[0] not in ("translation", "speed", "captioning") or len(argv) < 2:
         sys.exit(__doc__)
     if argv[0] == "translation":
         translation(argv[1], argv[2] if len(argv) > 2 else None)
+    elif argv[0] == "speed":
+        speed(argv[1], argv[2] if len(argv) > 2 else None)
     else:
         captioning(argv[1])
 
