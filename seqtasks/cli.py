@@ -279,7 +279,8 @@ def _decoding_options(command):
     ]
     for flag, kind, text in reversed(options):
         command = click.option(flag, type=kind, default=None, help=text + " Default: the recipe's.")(command)
-    return command
+    return click.option("--prefix", default=None, help="Every output starts with this text (its tokens forced; the "
+                        "search continues them).")(command)
 
 
 @main.command()
@@ -300,7 +301,7 @@ def _decoding_options(command):
     "(an export made with model.decoding.n_best of at least K).",
 )
 @_decoding_options
-def predict(saved_model, inputs, input_file, batch_size, as_json, n_best, **settings):
+def predict(saved_model, inputs, input_file, batch_size, as_json, n_best, prefix, **settings):
     """Run an exported SAVED_MODEL on INPUTS (texts, or image files for captioning) and print its outputs.
 
     SAVED_MODEL is a version folder, or a base folder of numbered versions
@@ -324,14 +325,14 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best, **sett
             click.echo(f"SavedModel: {predictor.path} (the newest version)", err=True)
         settings = {key: value for key, value in settings.items() if value is not None}
         outputs = None
-        if settings:
+        if settings or prefix is not None:
             if n_best is not None:
                 settings["n_best"] = n_best
             model = SeqtasksModel(predictor)
             model.decoding_defaults()  # a model that does not decode says so before any work
 
             def outputs(batch):
-                return next(model._batches(batch, len(batch), settings))[0]
+                return next(model._batches(batch, len(batch), settings, prefix))[0]
 
         for line in predictor.lines(items, batch_size, as_json, n_best, outputs):
             click.echo(line)

@@ -69,3 +69,5 @@ def test_a_prefix_starts_every_translation_and_its_own_start_gives_it_back(model
         model.translate([source, "Hola."], prefix=["a"])
     result = seqtasks_command("predict", export, "--json", source, "--beam-width", 3)
     assert plain.text in result.stdout
+    result = seqtasks_command("predict", export, source, "Hola.", "--prefix", "nobody")
+    assert result.stdout.splitlines() == [t.text for t in model.translate([source, "Hola."], prefix="nobody")]

@@ -204,7 +204,7 @@ def test_the_page_s_model_listing_names_task_settings_and_limits(server):
     status, listing = get_json(server + "/seqtasks/models")
     (model,) = listing["models"]
     assert status == 200 and model["name"] == "tiny" and model["task"] == "translation" and model["input"] == "text"
-    assert model["attention"] is True and model["labels"] is None
+    assert model["attention"] is True and model["labels"] is None and model["prefix"] is True
     assert model["settings"] == {"beam_width": 3, "n_best": 2, "max_length": 12, "length_penalty": 0.6,
                                  "coverage_penalty": 0.0, "no_repeat_ngram_size": 0, "num_samples": 0,
                                  "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0,
@@ -354,3 +354,20 @@ def test_command_errors_are_one_line_without_a_traceback(export, tmp_path):
     bad = serve("--model", "nameless")
     assert bad.returncode == 2 and "--model nameless: expected NAME=PATH" in bad.stderr
     assert serve().returncode == 2 and "nothing to serve" in serve().stderr
+
+
+def test_prefix_and_score_requests_answer_as_the_python_api(server, local):
+    status, answer = post_json(server + "/v1/models/tiny:predict", {
+        "signature_name": "with_prefix", "instances": [{"text": "Tengo hambre.", "prefix": "nobody"}]})
+    assert status == 200, answer
+    assert answer["predictions"][0]["translation"] == local.translate("Tengo hambre.", prefix="nobody").text
+    assert answer["predictions"][0]["translation"].startswith("nobody")
+    status, answer = post_json(server + "/v1/models/tiny:predict", {
+        "signature_name": "score", "inputs": {"text": ["Tengo hambre.", "Hola."], "target": ["i am hungry.", "hi."]}})
+    assert status == 200, answer
+    expected = local.score(["Tengo hambre.", "Hola."], ["i am hungry.", "hi."])
+    assert answer["outputs"]["score"] == pytest.approx([result.score for result in expected], abs=1e-5)
+    assert answer["outputs"]["target_tokens"][1][: len(expected[1].tokens)] == expected[1].tokens
+    status, answer = post_json(server + "/v1/models/tiny:predict", {
+        "signature_name": "score", "inputs": {"text": ["Tengo hambre.", "Hola."], "target": ["i am hungry."]}})
+    assert status == 400 and "target: expected one per input" in answer["error"], answer

@@ -159,6 +159,19 @@ def test_the_page_translates_with_n_best_and_an_attention_heatmap(browser, expor
         )
         assert status == 200 and browser.execute_script(sampled_list) == answer["predictions"][0]["translations"]
 
+        # A prefix from the page: the translation starts with it, as the API's with_prefix gives it.
+        set_number(browser, "num_samples", 0)
+        browser.find_element(By.ID, "prefix").send_keys("nobody")
+        press_key_on(browser, "submit", Keys.ENTER)
+        wait.until(lambda d: d.find_element(By.ID, "translation").get_attribute("textContent").startswith("nobody"))
+        status, answer = serving_support.post_json(
+            f"{url}/v1/models/{name}:predict",
+            {"signature_name": "with_prefix", "instances": [{"text": source, "prefix": "nobody", **settings}]},
+        )
+        assert status == 200
+        assert browser.find_element(By.ID, "translation").get_attribute("textContent") == answer["predictions"][0][
+            "translation"]
+
         screenshot = tmp_path / "page.png"
         full_page_screenshot(browser, screenshot)
         assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -139,12 +139,14 @@ def test_an_export_carries_the_recipe_its_sources_the_metrics_and_a_model_card(s
             "inputs": {"text": {"dtype": "string", "shape": [None]}},
             "outputs": {"output": {"dtype": "string", "shape": [None]}, "score": {"dtype": "float32", "shape": [None]}},
             "custom_ops": [],
-            "signatures": ["attention", "serving_default", "with_settings"],
+            "signatures": ["attention", "score", "serving_default", "with_prefix", "with_settings"],
         },
     }
     card = (extra / "MODEL_CARD.md").read_text()
     assert "Other signatures (`signature_name` in TensorFlow Serving's predict API): `attention`: " in card
     assert "`with_settings`: the same outputs, decoded with the inputs `beam_width`, `n_best`" in card
+    assert "`score`: given a `target` text per input, the log-probability" in card
+    assert "`with_prefix`: the outputs of `with_settings` given a `prefix` text per input" in card
     recipe = load_recipe(run_dir / "recipe.yaml")
     expected = [
         "```python",

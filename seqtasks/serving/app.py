@@ -370,6 +370,7 @@ def _describe(model, limits):
         ATTENTION_SIGNATURE,
         MAX_BEAM_WIDTH,
         MAX_DECODE_LENGTH,
+        PREFIX_SIGNATURE,
         SETTINGS_SIGNATURE,
     )
 
@@ -385,6 +386,7 @@ def _describe(model, limits):
         "task": model.model.task,
         "input": model.model.input_name,
         "signatures": sorted(model.signatures),
+        "prefix": PREFIX_SIGNATURE in model.signatures,
         "attention": ATTENTION_SIGNATURE in model.signatures,
         "labels": model.model.label_names(),
         "settings": settings,

@@ -207,12 +207,24 @@ function resultBlock(title, content) {
 // ---- translation / toy
 
 function translationView(model) {
-  return taskForm([textInput("Source text", "una frase"), settingsFieldset(model)], "Translate",
+  const fields = [textInput("Source text", "una frase")];
+  // Optional: the start every translation is forced to (the export's with_prefix signature).
+  if (model.prefix) {
+    fields.push(el("div", { class: "field" }, [
+      el("label", { for: "prefix", text: "Starts with (optional)" }),
+      el("input", { id: "prefix", name: "prefix", type: "text", maxlength: 200 }),
+    ]));
+  }
+  fields.push(settingsFieldset(model));
+  return taskForm(fields, "Translate",
     async (results) => {
       const text = readText(model);
       const settings = readSettings();
-      const { predictions } = await api(modelUrl(model, "predict"),
-        { signature_name: "with_settings", instances: [{ text, ...settings }] });
+      const prefix = model.prefix ? $("prefix").value : "";
+      const body = prefix
+        ? { signature_name: "with_prefix", instances: [{ text, prefix, ...settings }] }
+        : { signature_name: "with_settings", instances: [{ text, ...settings }] };
+      const { predictions } = await api(modelUrl(model, "predict"), body);
       const prediction = predictions[0];
       const output = [el("p", { id: "translation", class: "output", text: prediction.translation })];
       if (settings.n_best > 1 && prediction.translations) output.push(nBestList(prediction.translations, prediction.scores));
