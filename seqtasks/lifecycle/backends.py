@@ -81,11 +81,12 @@ def matmul_precision():
     return "highest"  # PyTorch keeps float32 matmuls unless told otherwise
 
 
-def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
+def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False, ensemble=(), notes=(), run_metrics=True):
     """`runner._export(...)` done by a TensorFlow process: the new (or unchanged) version's folder, or None.
 
     The child gets the runner's recipe (overrides included), reloads the
-    run's tokenizers and the weights `checkpoint` names, and logs through
+    run's tokenizers and the weights `checkpoint` names (with `ensemble`,
+    those of the other runs too, as `Runner.ensemble`), and logs through
     this process's output. It sees no GPU: an export needs none, and the
     training process may hold the GPU's memory.
     """
@@ -104,6 +105,9 @@ def export_in_tensorflow(runner, checkpoint=None, metrics=None, force=False):
                     "checkpoint": checkpoint,
                     "metrics": metrics,
                     "force": force,
+                    "ensemble": [str(Path(other).resolve()) for other in ensemble],
+                    "notes": list(notes),
+                    "run_metrics": run_metrics,
                     "result": str(result),
                 }
             ),

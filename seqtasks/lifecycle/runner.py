@@ -204,7 +204,7 @@ class Runner:
         members = Runner(replace(self.recipe, name=f"{self.recipe.name}-ensemble"), self.run_dir, self.log, self.task)
         notes = [f"An ensemble of {len(runs)} runs: " + ", ".join(runs) + "."]
         # The first run's metrics are not the ensemble's.
-        return members._export(model, checkpoint, force=force, notes=notes, run_metrics=False)
+        return members._export(model, checkpoint, force=force, notes=notes, run_metrics=False, ensemble=ensemble)
 
     def load_model(self, checkpoint=None):
         """The run's model: `model/model.keras` in safe mode, or the task's model with a checkpoint's weights.
@@ -250,13 +250,14 @@ class Runner:
             self.log(line)
         return evaluation.metrics
 
-    def _export(self, model, checkpoint=None, metrics=None, force=False, notes=(), run_metrics=True):
+    def _export(self, model, checkpoint=None, metrics=None, force=False, notes=(), run_metrics=True, ensemble=()):
         """Publishes the task's serving module as a new SavedModel version; its folder (None on a non-chief worker).
 
         `checkpoint` is the `--checkpoint` value the weights came from;
         `metrics` are those of these weights when known (at the end of
         training), else a finished run's `metrics.json` describes its final
-        model (unless not `run_metrics`); `notes` are lines for the model card. The version's `assets.extra/` gets the recipe, the sources, the
+        model (unless not `run_metrics`); `notes` are lines for the model card; `ensemble` names the
+        other runs of an ensemble `model` (for a backend other than TensorFlow). The version's `assets.extra/` gets the recipe, the sources, the
         metrics and a model card (`seqtasks.export.model_card`). Weights and recipe
         identical to the newest version's export nothing unless `force`.
         """
@@ -268,7 +269,8 @@ class Runner:
         if keras.backend.backend() != "tensorflow":
             from seqtasks.lifecycle.backends import export_in_tensorflow
 
-            return export_in_tensorflow(self, checkpoint, metrics, force)
+            # The TensorFlow process rebuilds the model: an ensemble's from its runs (`ensemble`).
+            return export_in_tensorflow(self, checkpoint, metrics, force, ensemble, notes, run_metrics)
 
         from seqtasks.export.saved_model import (
             describe_signature,

@@ -17,8 +17,10 @@ def export_request(path):
     try:
         runner = Runner(load_recipe(request["recipe_file"]), request["run_dir"])
         runner.task.restore(runner.run_dir)
-        model = runner.load_model(request["checkpoint"])
-        exported = runner._export(model, request["checkpoint"], request["metrics"], request["force"])
+        others = request.get("ensemble", [])
+        model = runner.ensemble(others, request["checkpoint"]) if others else runner.load_model(request["checkpoint"])
+        exported = runner._export(model, request["checkpoint"], request["metrics"], request["force"],
+                                  request.get("notes", []), request.get("run_metrics", True))
         answer["exported"] = None if exported is None else str(exported)
     except SeqtasksError as error:
         answer["error"] = str(error)
