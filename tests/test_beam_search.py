@@ -1023,3 +1023,50 @@ def test_blocking_when_a_single_token_is_produced_bans_nothing(size):
     np.testing.assert_array_equal(np.array(ids), [[X]])
     np.testing.assert_array_equal(np.array(lengths), [1])
     np.testing.assert_allclose(np.array(scores), [TRAP[START, X]], rtol=1e-6)
+
+
+def test_the_early_stop_weighs_an_ended_leader_with_its_coverage_penalty():
+    # "end" (p .5) ends at step 1 having attended (.6, .4) of the source: with beta .3 it scores
+    # log .5 / penalty(0) + .3 (log .6 + log .4) = -1.26, and leads "X" (log .2 = -1.61) after that
+    # step. By its log-probability alone (-0.83) no live hypothesis could reach it, but with its
+    # coverage penalty "X X X X X" (p .2 then .99 four times, cut at max_length 5, never ended, so
+    # never penalised for coverage) passes it: the search must run on rather than stop after step 1.
+    alpha, beta, max_length = 1.0, 0.3, 5
+    ended = np.log(0.5) / _penalty(0, alpha) + beta * (np.log(0.6) + np.log(0.4))
+    live = (np.log(0.2) + 4 * np.log(0.99)) / _penalty(max_length, alpha)
+    assert ended > np.log(0.2) / _penalty(1, alpha)  # "end" leads after step 1 ...
+    assert np.log(0.5) / _penalty(0, alpha) > np.log(0.2) / _penalty(max_length, alpha)  # ... out of reach unpenalised
+    assert live > ended  # ... yet "X X X X X" passes it
+    logits = _script_logits([{START: {END: 0.5, X: 0.2}}] + [{X: {X: 0.99}}] * 4)[None]
+    attention = np.zeros((VOCAB, 2), np.float32)
+    attention[START], attention[X] = [0.6, 0.4], [0.5, 0.5]
+    scripted = _scripted_step(logits)
+
+    def step(ids, state):
+        entry, taken, accumulated = state
+        out, (entry, taken) = scripted(ids, (entry, taken))
+        return out, (entry, taken, accumulated + ops.take(attention, ids, axis=0))
+
+    state = tile_beams((np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros((1, 2), np.float32)), 2)
+    ids, lengths, scores, (_, taken, _) = beam_search(
+        step, state, np.full(1, START), END, max_length, 2, alpha,
+        coverage_penalty_weight=beta, coverage_fn=lambda s: s[2],
+    )
+    np.testing.assert_array_equal(np.array(ids), [[X] * 5])
+    np.testing.assert_array_equal(np.array(lengths), [5])
+    np.testing.assert_allclose(np.array(scores), [live], rtol=1e-5)
+    np.testing.assert_array_equal(np.array(taken), [5])
+
+
+def test_blocking_normalises_each_row_by_its_own_logits():
+    # Entry 1's logits are entry 0's minus 200: the same distribution, so the same search. (Normalised
+    # by the largest logit of the whole batch, every exp(logit - max) of entry 1 would underflow to 0.)
+    def step(ids, offset):
+        return ops.take(TRAP, ids, axis=0) + ops.expand_dims(offset, -1), offset
+
+    state = tile_beams(np.array([0.0, -200.0], np.float32), 3)
+    ids, lengths, scores, _ = beam_search(step, state, np.full(2, START), END, 6, 3, no_repeat_ngram_size=2)
+    np.testing.assert_array_equal(np.array(ids), [[Y, END, 0, 0, 0, 0]] * 2)
+    np.testing.assert_array_equal(np.array(lengths), [2, 2])
+    # float32 logits near -200 are spaced 1.5e-5 apart: the scores agree to about that.
+    np.testing.assert_allclose(np.array(scores), [TRAP[START, Y] + TRAP[Y, END]] * 2, rtol=1e-4)

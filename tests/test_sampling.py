@@ -400,3 +400,31 @@ def test_top_p_of_one_keeps_every_token_even_below_float32_resolution():
                                rtol=1e-6)
     cut, _ = truncated_distribution(np.array([[0.0, -20.0]], np.float32), top_p=0.999)
     np.testing.assert_array_equal(np.array(cut), [[1.0, 0.0]])
+
+
+def test_a_uniform_above_the_float32_totals_draws_each_rows_own_last_kept_token():
+    # Two rows of one batch that keep different numbers of tokens: top-k cuts token 31,999 of both, and
+    # row 1's last 1,000 tokens (logits 1e4 lower) have probability exactly 0 in float32. Equal logits
+    # sort in token order, so a uniform above both rows' float32 totals draws token 31,998 in row 0
+    # and token 30,999 in row 1: each row's own last kept token, never one of the other row's.
+    vocab = 32_000
+    table = np.zeros((2, vocab), np.float32)
+    table[1, -1000:] = -1e4
+
+    def step(ids, state):
+        return ops.take(table, ids, axis=0), state
+
+    probabilities, _ = truncated_distribution(table, top_k=vocab - 1)
+    total = float(np.array(ops.cumsum(probabilities, axis=-1))[:, -1].max())
+    for first in range(0, 1 << 24, 1 << 20):
+        (above,) = np.nonzero(_reference_uniforms(np.arange(first, first + (1 << 20)), 0, 0) >= total)
+        if len(above):
+            break
+    if not len(above):
+        pytest.skip(f"this backend's float32 totals (up to {total}) leave no uniform above them")
+    ids, _, scores, _ = sampling_search(
+        step, (), np.array([0, 1]), END, 1, top_k=vocab - 1, seed=first + int(above[0])
+    )
+    assert np.array(ids)[:, 0].tolist() == [vocab - 2, vocab - 1001]
+    # Each drawn token's score is its log-probability under its own row's untruncated distribution.
+    np.testing.assert_allclose(np.array(scores), [-np.log(vocab), -np.log(vocab - 1000)], rtol=1e-6)
