@@ -374,6 +374,15 @@ def test_a_uniform_above_the_float32_total_of_the_distribution_still_draws_one_o
     np.testing.assert_allclose(np.array(scores), [-np.log(vocab)], rtol=1e-6)
 
 
+def _seed_above(total):
+    """The first seed whose first uniform (sample 0, step 0) is at least `total`; skips the test if none is."""
+    for first in range(0, 1 << 24, 1 << 20):
+        (above,) = np.nonzero(_reference_uniforms(np.arange(first, first + (1 << 20)), 0, 0) >= total)
+        if len(above):
+            return first + int(above[0])
+    pytest.skip(f"this backend's float32 total ({total}) leaves no uniform above it")
+
+
 def test_a_uniform_above_the_float32_total_draws_the_last_token_kept_never_one_cut():
     # As above, with top-k cutting the least probable token: the draw falls back on the last token
     # truncation kept (with equal logits, sorted order is token order), not on the one it cut.
@@ -381,14 +390,8 @@ def test_a_uniform_above_the_float32_total_draws_the_last_token_kept_never_one_c
     probabilities, order = truncated_distribution(np.zeros((1, vocab), np.float32), top_k=vocab - 1)
     total = float(np.array(ops.cumsum(probabilities, axis=-1))[0, -1])
     last_kept = int(np.array(order)[0, vocab - 2])
-    for first in range(0, 1 << 24, 1 << 20):
-        (above,) = np.nonzero(_reference_uniforms(np.arange(first, first + (1 << 20)), 0, 0) >= total)
-        if len(above):
-            break
-    if not len(above):
-        pytest.skip(f"this backend's float32 total ({total}) leaves no uniform above it")
     ids, _, _, _ = sampling_search(
-        _flat_step(vocab), (), np.full(1, START), END, 1, top_k=vocab - 1, seed=first + int(above[0])
+        _flat_step(vocab), (), np.full(1, START), END, 1, top_k=vocab - 1, seed=_seed_above(total)
     )
     assert int(np.array(ids)[0, 0]) == last_kept
 
@@ -416,15 +419,7 @@ def test_a_uniform_above_the_float32_totals_draws_each_rows_own_last_kept_token(
 
     probabilities, _ = truncated_distribution(table, top_k=vocab - 1)
     total = float(np.array(ops.cumsum(probabilities, axis=-1))[:, -1].max())
-    for first in range(0, 1 << 24, 1 << 20):
-        (above,) = np.nonzero(_reference_uniforms(np.arange(first, first + (1 << 20)), 0, 0) >= total)
-        if len(above):
-            break
-    if not len(above):
-        pytest.skip(f"this backend's float32 totals (up to {total}) leave no uniform above them")
-    ids, _, scores, _ = sampling_search(
-        step, (), np.array([0, 1]), END, 1, top_k=vocab - 1, seed=first + int(above[0])
-    )
+    ids, _, scores, _ = sampling_search(step, (), np.array([0, 1]), END, 1, top_k=vocab - 1, seed=_seed_above(total))
     assert np.array(ids)[:, 0].tolist() == [vocab - 2, vocab - 1001]
     # Each drawn token's score is its log-probability under its own row's untruncated distribution.
     np.testing.assert_allclose(np.array(scores), [-np.log(vocab), -np.log(vocab - 1000)], rtol=1e-6)

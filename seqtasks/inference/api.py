@@ -150,14 +150,7 @@ class SeqtasksModel:
         """
         self._expect("translate")
         single, items = _as_list(texts)
-        results = []
-        for outputs, count in self._batches(items, batch_size, settings, prefix):
-            for i in range(count):
-                result = Translation(outputs["translation"][i].decode(), float(outputs["score"][i]))
-                if settings.get("n_best") is not None:
-                    pairs = zip(outputs["translations"][i], outputs["scores"][i])
-                    result.n_best = [(text.decode(), float(score)) for text, score in pairs]
-                results.append(result)
+        results = self._decoded(Translation, "translation", items, batch_size, settings, prefix)
         if attention:
             maps = [(m["source_tokens"], m["target_tokens"], m["attention"]) for m in self.attention(items)]
             for result, (source_tokens, target_tokens, weights) in zip(results, maps):
@@ -242,15 +235,21 @@ class SeqtasksModel:
         single, items = _as_list(
             [_item(p) for p in image_paths] if isinstance(image_paths, (list, tuple)) else _item(image_paths), True
         )
+        results = self._decoded(Caption, "caption", items, batch_size, settings, prefix)
+        return results[0] if single else results
+
+    def _decoded(self, kind, output, items, batch_size, settings, prefix):
+        """`kind(text, score)` per item, decoded with `settings` and `prefix`; with an `n_best` setting, also
+        its `n_best` list of `(text, score)` pairs, best first."""
         results = []
         for outputs, count in self._batches(items, batch_size, settings, prefix):
             for i in range(count):
-                result = Caption(outputs["caption"][i].decode(), float(outputs["score"][i]))
+                result = kind(outputs[output][i].decode(), float(outputs["score"][i]))
                 if settings.get("n_best") is not None:
-                    pairs = zip(outputs["captions"][i], outputs["scores"][i])
+                    pairs = zip(outputs[output + "s"][i], outputs["scores"][i])
                     result.n_best = [(text.decode(), float(score)) for text, score in pairs]
                 results.append(result)
-        return results[0] if single else results
+        return results
 
     def _expect(self, method):
         if self.spec.client_method != method:

@@ -50,7 +50,7 @@ class Ensemble(keras.Model):
     @property
     def decoder_layer(self):
         """The first attending member's decoder (the first member's if none attends): what serving asks."""
-        return self._attending()[0].decoder_layer if self._attending() else self.members[0].decoder_layer
+        return (self._attending() or self.members)[0].decoder_layer
 
     def _attending(self):
         return [member for member in self.members if _attends(member)]
