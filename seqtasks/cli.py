@@ -443,6 +443,83 @@ def serve(path, named, host, port, allowed_hosts, log_batches, **options):
         raise UserError(str(error)) from None
 
 
+@main.group()
+def convert():
+    """Convert a trained tfa.seq2seq or OpenNMT-tf model into a seqtasks run (docs/migrating.md)."""
+
+
+def _conversion_options(command):
+    for decorator in reversed(
+        [
+            click.argument("checkpoint", type=click.Path()),
+            click.option("--source-vocab", required=True, type=click.Path(dir_okay=False),
+                         help="The source vocabulary file (line N: the token of id N)."),
+            click.option("--target-vocab", required=True, type=click.Path(dir_okay=False),
+                         help="The target vocabulary file (line N: the token of id N)."),
+            click.option("--output", required=True, type=click.Path(), help="The run folder to write (must not exist)."),
+            click.option("--data", "data_path", default=None, type=click.Path(dir_okay=False),
+                         help="Sentence pairs (TSV) the run evaluates on (default: OUTPUT/pairs.tsv)."),
+            click.option("--cased", is_flag=True, help="The model was trained on cased text (default: lower-cased)."),
+        ]
+    ):
+        command = decorator(command)
+    return command
+
+
+def _converted(convert_fn, **arguments):
+    try:
+        run_dir = convert_fn(**arguments)
+    except SeqtasksError as error:
+        raise UserError(str(error)) from None
+    click.echo(f"Run folder: {run_dir}")
+    click.echo(f"Next: seqtasks export {run_dir}")
+
+
+@convert.command("tfa")
+@_conversion_options
+@click.option("--start-token", default="<start>", show_default=True, help="The token that starts a target sentence.")
+@click.option("--end-token", default="<end>", show_default=True, help="The token that ends a target sentence.")
+@click.option("--unk-token", default=None, help="The out-of-vocabulary token, if the tokenizers had one.")
+@click.option("--name", "names", multiple=True, metavar="ROLE=VARIABLE", help="A checkpoint variable name where "
+              "the model's differs from the NMT tutorial's, e.g. output_layer=decoder/projection (repeatable).")
+def convert_tfa(checkpoint, source_vocab, target_vocab, output, data_path, cased, start_token, end_token, unk_token,
+                names):
+    """Convert a tf.keras 2 / tfa.seq2seq AttentionWrapper encoder-decoder CHECKPOINT (a prefix such as ckpt-5)."""
+    from seqtasks.convert import from_tfa
+
+    pairs = {}
+    for item in names:
+        role, sep, variable = item.partition("=")
+        if not sep or not role or not variable:
+            raise UserError(f"--name {item!r}: expected ROLE=VARIABLE")
+        pairs[role] = variable
+    _converted(
+        from_tfa, checkpoint=checkpoint, source_vocab=source_vocab, target_vocab=target_vocab, output=output,
+        start_token=start_token, end_token=end_token, unk_token=unk_token, names=pairs, data_path=data_path,
+        lower_case=not cased,
+    )
+
+
+@convert.command("opennmt")
+@_conversion_options
+@click.option("--model", "model_type", default=None, help="The catalogue entry the checkpoint was trained as "
+              "(LuongAttention, NMTSmallV1); it says the bridge and the attention layer's activation.")
+@click.option("--bridge", type=click.Choice(["copy", "zero"]), default=None,
+              help="A custom model's bridge: CopyBridge or ZeroBridge.")
+@click.option("--attention-layer-activation", type=click.Choice(["tanh", "none"]), default=None,
+              help="A custom model's AttentionalRNNDecoder attention_layer_activation.")
+def convert_opennmt(checkpoint, source_vocab, target_vocab, output, data_path, cased, model_type, bridge,
+                    attention_layer_activation):
+    """Convert an OpenNMT-tf RNN model CHECKPOINT (a ckpt-N prefix, or the model_dir for its newest)."""
+    from seqtasks.convert import from_opennmt
+
+    _converted(
+        from_opennmt, checkpoint=checkpoint, source_vocab=source_vocab, target_vocab=target_vocab, output=output,
+        model=model_type, bridge=bridge, attention_layer_activation=attention_layer_activation, data_path=data_path,
+        lower_case=not cased,
+    )
+
+
 @main.command("recipes")
 def list_recipes():
     """List the built-in recipes with their descriptions."""

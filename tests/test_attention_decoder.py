@@ -182,6 +182,10 @@ def test_the_memory_mask_prepared_for_stepping_is_boolean():
         ({"units": 8, "score": "dott"}, "Received: score='dott'"),
         ({"units": 8, "output_size": -1}, "Received: output_size=-1"),
         ({"units": 8, "combine": "add"}, "Received: combine='add'"),
+        (
+            {"units": 8, "combine": "linear", "deep_output": "maxout", "placement": "before"},
+            r"^deep_output='maxout' replaces the combination of state and context\. Received: combine='linear'$",
+        ),
         ({"units": 8, "combine": "residual", "output_size": 6}, "output_size must be units \\(8\\). Received: output_size=6"),
         ({"units": True}, "Expected a positive integer. Received: units=True"),
         ({"units": 8, "attention_units": True}, "Received: attention_units=True"),
@@ -225,6 +229,22 @@ def test_gate_scales_the_context_by_a_sigmoid_of_the_query():
         context = np.einsum("bt,btd->bd", np.array(weights), MEMORY)
         expected = np.tanh(np.concatenate([h, beta * context], -1) @ w_c)
         np.testing.assert_allclose(np.array(output), expected, **tolerance(atol=1e-5))
+
+
+def test_the_linear_combine_is_the_tanh_one_without_the_tanh():
+    # combine="linear" is tfa.seq2seq's AttentionWrapper attention layer: W_c [h; c], no activation.
+    decoder = AttentionDecoder(units=6, attention="luong", combine="linear", output_size=5)
+    decoder(TARGET, MEMORY)
+    decoder.output_dense.kernel.assign(RNG.normal(scale=3.0, size=(6 + MEMORY.shape[-1], 5)).astype("float32"))
+    cache = decoder.prepare_memory(MEMORY)
+    state = decoder.get_initial_state(3)
+    output, new_state, weights = decoder.step(TARGET[:, 0], state, cache)
+    context = np.einsum("bt,btd->bd", np.array(weights), MEMORY)
+    expected = np.concatenate([np.array(new_state[0]), context], -1) @ np.array(decoder.output_dense.kernel)
+    assert np.abs(expected).max() > 1.5  # beyond tanh's range, so a tanh would show
+    np.testing.assert_allclose(np.array(output), expected, **tolerance(atol=1e-5))
+    # It is fed back as the next step's input, as the attentional vector is.
+    np.testing.assert_allclose(np.array(new_state[-1]), expected, **tolerance(atol=1e-5))
 
 
 def _lstm_params(input_dim, units):

@@ -662,6 +662,10 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
             "task: toy\nmodel:\n  decoder:\n    deep_output: maxout\n    combine: residual\n",
             "model.decoder.combine: deep_output 'maxout' replaces combine; leave it 'tanh' (line 5)",
         ),
+        (
+            "task: toy\nmodel:\n  decoder:\n    deep_output: linear\n    combine: linear\n",
+            "model.decoder.combine: deep_output 'linear' replaces combine; leave it 'tanh' (line 5)",
+        ),
         # DistributeConfig
         (
             "task: toy\ndistribute:\n  devices: [/gpu:0]\n",

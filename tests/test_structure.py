@@ -15,7 +15,7 @@ FLOORS = [
     ["training"],
     ["data", "models", "evaluation", "export"],
     ["tasks"],
-    ["lifecycle", "inference"],
+    ["lifecycle", "inference", "convert"],
     ["serving"],
     ["cli", "__main__"],
 ]

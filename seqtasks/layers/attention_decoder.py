@@ -14,7 +14,7 @@ from seqtasks.layers.luong_attention import SCORES, LuongAttention
 
 DECODER_CELL_TYPES = ("lstm", "gru")
 ATTENTION_TYPES = ("bahdanau", "luong", "none")
-COMBINE_MODES = ("tanh", "residual")
+COMBINE_MODES = ("tanh", "linear", "residual")
 PLACEMENTS = ("after", "before")
 DEEP_OUTPUTS = (None, "maxout", "linear")
 
@@ -36,7 +36,9 @@ class AttentionDecoder(keras.layers.Layer):
        its language state rather than the memory (e.g. for "a" or "of");
     4. returns the attentional vector `h̃_t = tanh(W_c [h_t; c_t])`, or with
        `combine="residual"` `h̃_t = LayerNorm(h_t + W_c c_t)` (the cross
-       attention block of TensorFlow's current NMT tutorial), dropout applied
+       attention block of TensorFlow's current NMT tutorial), or with
+       `combine="linear"` `h̃_t = W_c [h_t; c_t]` (what tfa.seq2seq's
+       `AttentionWrapper(attention_layer_size=...)` computes), dropout applied
        when training; the caller projects it onto the vocabulary.
 
     With `placement="before"` (Bahdanau et al.; Xu et al.), the decoder
@@ -96,7 +98,9 @@ class AttentionDecoder(keras.layers.Layer):
             Defaults to `units`, or with `deep_output="linear"` to the size
             of `inputs`; `combine="residual"` needs it to be `units`.
         combine: how the top state and the context make `h̃`: `"tanh"`
-            (Luong et al.) or `"residual"` (a residual connection around the
+            (Luong et al.), `"linear"` (the same projection without the tanh,
+            as tfa.seq2seq's `AttentionWrapper` and OpenNMT-tf's V1 models
+            have it) or `"residual"` (a residual connection around the
             projected context, then layer normalisation).
         gate: bool, whether the context is scaled by a learned gating scalar
             computed from the query state (Xu et al. 2015, section 4.2.1).
@@ -211,10 +215,10 @@ class AttentionDecoder(keras.layers.Layer):
                 f"combine='residual' adds the context to the state, so output_size must be units ({units}). "
                 f"Received: output_size={output_size}"
             )
-        if combine == "residual" and deep_output is not None:
+        if combine != "tanh" and deep_output is not None:
             raise ValueError(
                 f"deep_output={deep_output!r} replaces the combination of state and context. "
-                "Received: combine='residual'"
+                f"Received: combine={combine!r}"
             )
         if attention == "none":
             if gate:
@@ -354,7 +358,10 @@ class AttentionDecoder(keras.layers.Layer):
             self.output_norm.build((None, self.units))
         else:
             self.output_dense = self._output_projection(
-                self.attentional_size, self.units + memory_dim, "attentional_dense", activation="tanh"
+                self.attentional_size,
+                self.units + memory_dim,
+                "attentional_dense",
+                activation="tanh" if self.combine == "tanh" else None,
             )
         self.built = True
 

@@ -95,10 +95,11 @@ class DecoderConfig:
         "false with 'before' (which feeds the context instead).",
     )
     dropout: float = spec(0.0, "Dropout between decoder layers and on the attentional vector.", min=0.0, below=1.0)
-    combine: Literal["tanh", "residual"] = spec(
+    combine: Literal["tanh", "linear", "residual"] = spec(
         "tanh",
         "How the decoder state h and the attention context c make the attentional vector: 'tanh', "
-        "tanh(W[h; c]) (Luong); 'residual', LayerNorm(h + Wc) (TensorFlow's current NMT tutorial).",
+        "tanh(W[h; c]) (Luong); 'linear', W[h; c] (tfa.seq2seq's AttentionWrapper, OpenNMT-tf's V1 models); "
+        "'residual', LayerNorm(h + Wc) (TensorFlow's current NMT tutorial).",
     )
     placement: Literal["after", "before"] = spec(
         "after",
@@ -132,7 +133,7 @@ class DecoderConfig:
             problems.append(("input_feeding", "placement 'before' feeds the context into the cell; set it false"))
         if self.combine == "residual" and self.output_size not in (None, self.units):
             problems.append(("output_size", f"combine 'residual' adds the context to the state: must be units ({self.units})"))
-        if self.deep_output is not None and self.combine == "residual":
+        if self.deep_output is not None and self.combine != "tanh":
             problems.append(("combine", f"deep_output {self.deep_output!r} replaces combine; leave it 'tanh'"))
         return problems
 

@@ -1,0 +1,62 @@
+"""A converted model written as a translation run folder: recipe, WordPiece vocabularies, `model/model.keras`."""
+
+from pathlib import Path
+
+import yaml
+
+from seqtasks.errors import SeqtasksError
+
+# What the translation task reads back (`TranslationTask.restore` with the wordpiece tokenizer).
+_VOCABULARY_FILES = ("source_vocab.txt", "target_vocab.txt")
+
+
+def converted_recipe(name, description, model_section, data_path, lower_case, max_length):
+    """The recipe of a converted run: the model as converted, WordPiece vocabularies of whole tokens."""
+    return {
+        "task": "translation",
+        "name": name,
+        "description": description,
+        "data": {
+            "path": str(data_path),
+            "tokenizer": "wordpiece",
+            "lower_case": bool(lower_case),
+            "max_length": int(max_length),
+        },
+        "model": model_section,
+    }
+
+
+def write_run(output, recipe_fields, source_tokens, target_tokens, model):
+    """Writes the run folder `output` (which must not exist yet) in one rename; returns its path.
+
+    The recipe goes through `load_recipe`, so a converted model that breaks a
+    recipe rule fails here, naming the field, before anything is written.
+    """
+    import seqtasks.models  # noqa: F401 - registers the model classes for saving
+    from seqtasks.recipe import dump_recipe, load_recipe
+    from seqtasks.utils.io_utils import publish_folder
+
+    output = Path(output)
+    if output.exists():
+        raise SeqtasksError(f"{output}: already exists; give a new folder for the converted run")
+    recipe_fields = {
+        **recipe_fields,
+        "data": {
+            **recipe_fields["data"],
+            "source_vocab_size": max(10, len(source_tokens)),
+            "target_vocab_size": max(10, len(target_tokens)),
+        },
+    }
+
+    def write(folder):
+        folder = Path(folder)
+        draft = folder / "recipe.yaml"
+        draft.write_text(yaml.safe_dump(recipe_fields, sort_keys=False), encoding="utf-8")
+        recipe = load_recipe(draft)
+        draft.write_text(dump_recipe(recipe), encoding="utf-8")
+        for name, tokens in zip(_VOCABULARY_FILES, (source_tokens, target_tokens)):
+            (folder / name).write_text("\n".join(tokens) + "\n", encoding="utf-8")
+        (folder / "model").mkdir()
+        model.save(str(folder / "model" / "model.keras"))
+
+    return publish_folder(write, output)
