@@ -19,6 +19,7 @@ repository's tests run it on the checkpoints in tests/data/migration/):
     # then: seqtasks export runs/converted
 """
 
+import re
 from pathlib import Path
 
 from seqtasks.errors import SeqtasksError
@@ -65,8 +66,9 @@ def from_tfa(
         for path, what, required in ((source_vocab, "source vocabulary", False), (target_vocab, "target vocabulary", True))
     )
     variables = CheckpointVariables(checkpoint)
-    model, section = convert_tfa(variables, source, target, names)
-    return _write(output, "tfa.seq2seq", variables.path, model, section, source, target, data_path, lower_case, max_length)
+    weights, section = convert_tfa(variables, source, target, names)
+    return _write(output, "tfa.seq2seq", variables.path, weights, section, source, target, data_path, lower_case,
+                  max_length)
 
 
 def from_opennmt(
@@ -108,8 +110,8 @@ def from_opennmt(
         for path, what in ((source_vocab, "source vocabulary"), (target_vocab, "target vocabulary"))
     )
     variables = CheckpointVariables(checkpoint)
-    model_, section = convert_opennmt(variables, source, target, bridge, combine)
-    return _write(output, "OpenNMT-tf", variables.path, model_, section, source, target, data_path, lower_case,
+    weights, section = convert_opennmt(variables, source, target, bridge, combine)
+    return _write(output, "OpenNMT-tf", variables.path, weights, section, source, target, data_path, lower_case,
                   max_length)
 
 
@@ -132,11 +134,21 @@ def _reordered(path, what, specials, required):
     return Reordered(tokens, ids, path, len(tokens) + (specials["[UNK]"] == "oov"))
 
 
-def _write(output, library, checkpoint, model, section, source, target, data_path, lower_case, max_length):
-    from seqtasks.tasks.migration.run_folder import converted_recipe, write_run
+def _write(output, library, checkpoint, weights, section, source, target, data_path, lower_case, max_length):
+    """The recipe first (checked by the loader), then the model it builds, as a run would, holding `weights`."""
+    from seqtasks.models import Seq2Seq
+    from seqtasks.tasks.migration.assembly import assemble
+    from seqtasks.tasks.migration.run_folder import converted_recipe, validated_recipe, write_run
 
     output = Path(output)
+    if output.exists():
+        raise SeqtasksError(f"{output}: already exists; give a new folder for the converted run")
     data_path = Path(data_path).resolve() if data_path is not None else output.resolve() / "pairs.tsv"
     description = f"Converted from the {library} checkpoint {checkpoint}."
-    recipe = converted_recipe(output.name, description, section, data_path, lower_case, max_length)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", output.name).strip("-.") or "converted"  # a recipe name is a folder name
+    fields = converted_recipe(name, description, section, data_path, lower_case, max_length)
+    recipe = validated_recipe(fields, source.tokens, target.tokens)
+    model = Seq2Seq.from_recipe(recipe.model, len(source), len(target), seed=recipe.seed)
+    model.build()
+    assemble(model, source, target, weights)
     return write_run(output, recipe, source.tokens, target.tokens, model)

@@ -127,17 +127,20 @@ def test_with_a_length_penalty_the_best_is_at_least_as_good_as_opennmts_by_the_g
 
 
 @pytest.mark.slow
-def test_a_converted_opennmt_run_exports_and_translates_with_tensorflow_alone(converted, tmp_path):
+def test_a_converted_opennmt_run_exports_and_translates_with_tensorflow_alone(tmp_path):
+    """The custom model (bidirectional encoder, Bahdanau attention) through export, TensorFlow alone, seqtasks.load."""
     from pathlib import Path
 
     from conftest import serve_in_tensorflow_only
 
     from seqtasks.lifecycle.runner import Runner
 
-    variant, run, model, recorded, source_map, _ = converted
-    if variant != "bahdanau":
-        pytest.skip("one conversion exports (the bidirectional one)")
-    result = seqtasks_command("export", run, "--set", f"export.directory={tmp_path}")
+    folder = FIXTURES / "opennmt-bahdanau"
+    run = from_opennmt(folder, folder / "source.vocab", folder / "target.vocab", tmp_path / "run", **VARIANTS["bahdanau"])
+    recorded = np.load(folder / "outputs.npz")
+    source_map = new_ids(run, folder / "source.vocab", "source", _specials(folder / "source.vocab"))
+    model = Runner.open(run).load_model()
+    result = seqtasks_command("export", run, "--set", f"export.directory={tmp_path / 'exports'}")
     export = Path(result.stdout.strip().splitlines()[-1].removeprefix("SavedModel: "))
     vocab = (run / "source_vocab.txt").read_text(encoding="utf-8").splitlines()
     # The recorded sources as text, without the out-of-vocabulary word (text cannot name it).
@@ -148,6 +151,10 @@ def test_a_converted_opennmt_run_exports_and_translates_with_tensorflow_alone(co
     out, _, _ = search(model, ids, 1, 50)
     assert served == [text.decode() for text in runner.task.target_tokenizer.detokenize(np.array(out)).numpy()]
     assert "stand aside !" in served[0].lower().replace("!", " !")
+    # seqtasks.load takes the converted run folder like any run (docs/python-api.md).
+    import seqtasks
+
+    assert [result.text for result in seqtasks.load(run).translate(sources)] == served
 
 
 def test_the_cli_converts_a_catalogue_model(tmp_path):
@@ -209,6 +216,16 @@ def test_a_deep_bidirectional_encoder_and_a_dense_bridge_are_errors_naming_them(
                        r"bridge has a tanh where OpenNMT-tf's has none, so it does not convert$"):
         _convert_arrays(tmp_path, dense)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_zero_bridge_starts_the_decoder_from_zeros_and_the_folder_names_the_recipe(tmp_path):
+    from seqtasks.recipe import load_recipe
+
+    folder = FIXTURES / "opennmt-bahdanau"
+    run = from_opennmt(folder, folder / "source.vocab", folder / "target.vocab", tmp_path / "my zero run",
+                       bridge="zero", attention_layer_activation="none")
+    recipe = load_recipe(run / "recipe.yaml")
+    assert (recipe.model.bridge, recipe.name) == ("none", "my-zero-run")
 
 
 def test_dropout_wrapped_cells_convert_like_bare_ones(tmp_path):

@@ -189,6 +189,8 @@ def test_the_cli_converts_and_refuses_an_existing_folder(tmp_path):
     assert (tmp_path / "run" / "model" / "model.keras").is_file()
     result = seqtasks_command(*args, expect=2)
     assert result.stderr.strip() == f"Error: {tmp_path / 'run'}: already exists; give a new folder for the converted run"
+    result = seqtasks_command(*args[:-1], tmp_path / "other", "--name", "output_layer", expect=2)
+    assert result.stderr.strip() == "Error: --name 'output_layer': expected ROLE=VARIABLE"
 
 
 def _convert(tmp_path, arrays, **kwargs):
@@ -257,6 +259,9 @@ def test_what_is_not_a_checkpoint_or_a_vocabulary_is_a_one_line_error(tmp_path):
     vocab.write_text("\n".join(lines[:5] + ["two words"] + lines[6:]) + "\n", encoding="utf-8")
     with pytest.raises(SeqtasksError, match=r"target.vocab, line 6: expected one token \(no spaces, not empty\); "
                        r"got 'two words'$"):
+        from_tfa(folder / "ckpt-1", folder / "source.vocab", vocab, tmp_path / "run")
+    vocab.write_text("\n".join(lines[:5] + [lines[2]] + lines[6:]) + "\n", encoding="utf-8")
+    with pytest.raises(SeqtasksError, match=rf"target.vocab, line 6: '{lines[2]}' again \(line 3\); expected each token once$"):
         from_tfa(folder / "ckpt-1", folder / "source.vocab", vocab, tmp_path / "run")
     vocab.write_text("\n".join(lines[:5] + ["[END]"] + lines[6:]) + "\n", encoding="utf-8")
     with pytest.raises(SeqtasksError, match=r"target.vocab: holds '\[END\]', a token seqtasks reserves for itself$"):

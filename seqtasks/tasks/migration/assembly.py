@@ -1,4 +1,4 @@
-"""A `Seq2Seq` built from a recipe's model section, with converted weights copied in."""
+"""Converted weights copied into a `Seq2Seq` built from the converted recipe."""
 
 from dataclasses import dataclass
 
@@ -23,10 +23,8 @@ class Weights:
     output_bias: np.ndarray
 
 
-
-def assemble(section, source, target, weights):
-    """A built `Seq2Seq` of `section` holding `weights`, its vocabularies reordered (`Reordered` `source`, `target`)."""
-    model = new_model(section, len(source), len(target))
+def assemble(model, source, target, weights):
+    """Copies `weights` into the built `Seq2Seq` `model`, reordering rows by the `Reordered` `source` and `target`."""
     model.source_embedding.embeddings.assign(source.rows(weights.source_embedding))
     model.target_embedding.embeddings.assign(target.rows(weights.target_embedding))
     encoder = model.encoder_layer
@@ -43,26 +41,3 @@ def assemble(section, source, target, weights):
     model.output_dense.bias.assign(bias)
     return model
 
-
-def new_model(section, source_vocab_size, target_vocab_size):
-    """A built `Seq2Seq` of a recipe's model section (a dict), to copy weights into."""
-    from seqtasks.models import Seq2Seq
-
-    attention = section["attention"]
-    model = Seq2Seq(
-        source_vocab_size,
-        target_vocab_size,
-        embedding_dim=section["embedding_dim"],
-        encoder=section["encoder"],
-        decoder={
-            **section["decoder"],
-            "attention": attention["type"],
-            "score": attention["score"],
-            "attention_units": attention.get("units"),
-            "normalize": attention.get("normalize", False),
-            "scale": attention.get("scale", False),
-        },
-        bridge=section["bridge"],
-    )
-    model.build()
-    return model

@@ -7,7 +7,7 @@ the V1 entries). A custom model names them itself.
 """
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.migration.assembly import Weights, assemble
+from seqtasks.tasks.migration.assembly import Weights
 from seqtasks.tasks.migration.attention import read_attention
 from seqtasks.tasks.migration.cells import check_embedding, check_stack, read_cell
 
@@ -66,7 +66,7 @@ def _cells(variables, base, what):
 
 
 def convert_opennmt(variables, source, target, bridge, combine):
-    """Reads every variable into a new `Seq2Seq`; returns `(model, model recipe section)`."""
+    """Reads every variable of `variables`; returns `(Weights, the recipe's model section as a dict)`."""
     source_matrix = variables.take(_SOURCE_EMBEDDING, "the source WordEmbedder's matrix")
     target_matrix = variables.take(_TARGET_EMBEDDING, "the target WordEmbedder's matrix")
     embedding_dim = source_matrix.shape[1]
@@ -141,4 +141,4 @@ def convert_opennmt(variables, source, target, bridge, combine):
             "OpenNMT-tf's has none, so it does not convert"
         )
     variables.check_all_taken("OpenNMT-tf RNNEncoder and AttentionalRNNDecoder model")
-    return assemble(section, source, target, weights), section
+    return weights, section

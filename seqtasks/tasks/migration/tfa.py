@@ -7,7 +7,7 @@ for models whose attributes are named otherwise.
 """
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.migration.assembly import Weights, assemble
+from seqtasks.tasks.migration.assembly import Weights
 from seqtasks.tasks.migration.attention import read_attention
 from seqtasks.tasks.migration.cells import check_embedding, check_stack, read_cell
 
@@ -40,7 +40,7 @@ def check_names(names):
 
 
 def convert_tfa(variables, source, target, names):
-    """Reads every variable of `variables` into a new `Seq2Seq`; returns `(model, model recipe section)`.
+    """Reads every variable of `variables`; returns `(Weights, the recipe's model section as a dict)`.
 
     `source` and `target` are `Reordered` vocabularies. Raises `SeqtasksError`
     naming the variable when one is missing, has another shape than the rest
@@ -103,5 +103,5 @@ def convert_tfa(variables, source, target, names):
         output_kernel, output_bias,
     )
     variables.check_all_taken("tfa.seq2seq AttentionWrapper encoder-decoder")
-    return assemble(section, source, target, weights), section
+    return weights, section
 

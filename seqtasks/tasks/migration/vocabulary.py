@@ -24,9 +24,13 @@ def read_vocabulary(path, what):
     tokens = text.split("\n")
     if tokens and tokens[-1] == "":
         tokens.pop()
+    seen = {}
     for number, token in enumerate(tokens, 1):
         if not token or len(token.encode("utf-8")) > MAX_LINE_BYTES or any(c.isspace() for c in token):
             raise SeqtasksError(f"{path}, line {number}: expected one token (no spaces, not empty); got {token!r}")
+        if token in seen:
+            raise SeqtasksError(f"{path}, line {number}: {token!r} again (line {seen[token]}); expected each token once")
+        seen[token] = number
     return tokens
 
 
