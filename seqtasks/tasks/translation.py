@@ -9,7 +9,7 @@ from seqtasks.text.special_ids import START_ID
 from seqtasks.tasks.base import Evaluation, Task
 
 _BUCKETS = [6, 9, 12, 16, 20, 25, 32, 40, 50, 64, 80, 100]
-_VOCABULARY_FILES = {
+VOCABULARY_FILES = {
     "wordpiece": ("source_vocab.txt", "target_vocab.txt"),
     "sentencepiece": ("source.spm.model", "target.spm.model"),
 }
@@ -94,7 +94,7 @@ class TranslationTask(Task):
                 self._learn(sources, config.source_vocab_size, "data.source_vocab_size"),
                 self._learn(targets, config.target_vocab_size, "data.target_vocab_size"),
             )
-        for name, vocabulary in zip(_VOCABULARY_FILES[config.tokenizer], vocabularies):
+        for name, vocabulary in zip(VOCABULARY_FILES[config.tokenizer], vocabularies):
             write_bytes_atomic(run_dir / name, vocabulary)
         self._set_vocabularies(*vocabularies)
         shared = " (shared)" if config.shared_vocabulary else ""
@@ -117,7 +117,7 @@ class TranslationTask(Task):
     def restore(self, run_dir):
         from seqtasks.training.run_folders import read_bytes
 
-        self._set_vocabularies(*(read_bytes(run_dir, name) for name in _VOCABULARY_FILES[self.recipe.data.tokenizer]))
+        self._set_vocabularies(*(read_bytes(run_dir, name) for name in VOCABULARY_FILES[self.recipe.data.tokenizer]))
 
     def _set_vocabularies(self, source_vocabulary, target_vocabulary):
         config = self.recipe.data

@@ -5,9 +5,7 @@ from pathlib import Path
 import yaml
 
 from seqtasks.errors import SeqtasksError
-
-# What the translation task reads back (`TranslationTask.restore` with the wordpiece tokenizer).
-_VOCABULARY_FILES = ("source_vocab.txt", "target_vocab.txt")
+from seqtasks.tasks.translation import VOCABULARY_FILES
 
 
 def converted_recipe(name, description, model_section, data_path, lower_case, max_length):
@@ -54,7 +52,7 @@ def write_run(output, recipe, source_tokens, target_tokens, model):
     def write(folder):
         folder = Path(folder)
         (folder / "recipe.yaml").write_text(dump_recipe(recipe), encoding="utf-8")
-        for name, tokens in zip(_VOCABULARY_FILES, (source_tokens, target_tokens)):
+        for name, tokens in zip(VOCABULARY_FILES["wordpiece"], (source_tokens, target_tokens)):
             (folder / name).write_text("\n".join(tokens) + "\n", encoding="utf-8")
         (folder / "model").mkdir()
         model.save(str(folder / "model" / "model.keras"))
