@@ -3,11 +3,11 @@
 `from_tfa` converts a tf.keras 2 / tfa.seq2seq checkpoint of an
 `AttentionWrapper` encoder-decoder (TensorFlow's "NMT with attention"
 tutorial of the tfa era by default), `from_opennmt` an OpenNMT-tf RNN model
-checkpoint (`RNNEncoder` or `LSTMEncoder`, `AttentionalRNNDecoder` with
-Luong or Bahdanau attention). Each writes a translation run folder: the
-recipe it inferred from the checkpoint, the vocabularies with the reserved
-tokens of seqtasks first, and `model/model.keras`, which `seqtasks export`,
-`eval`, `predict` and `serve` take like any run. docs/migrating.md maps every
+checkpoint (`RNNEncoder`, `AttentionalRNNDecoder` with Luong or Bahdanau
+attention). Each writes a translation run folder: the recipe it inferred
+from the checkpoint, the vocabularies with the reserved tokens of seqtasks
+first, and `model/model.keras`, which `seqtasks export`, `eval` and `serve`
+and `seqtasks.load` take like any run. docs/migrating.md maps every
 variable and setting.
 
 Example, with the variable names of TensorFlow's NMT tutorial (the

@@ -281,3 +281,42 @@ def test_a_converted_tutorial_model_keeps_accents_the_tutorial_stripped(converte
     ids = tokenizer.tokenize(np.array(["¿Dónde está Tom?", "¿donde esta tom?"])).to_list()
     assert [vocab[i] for i in ids[1]] == ["¿", "donde", "esta", "tom", "?"]
     assert [vocab[i] for i in ids[0]] == ["¿", "[UNK]", "[UNK]", "tom", "?"]
+
+
+def test_an_unknown_token_of_the_old_vocabulary_becomes_unk(tmp_path):
+    from seqtasks.lifecycle.runner import Runner
+
+    folder = FIXTURES / "tfa-luong"
+    old = (folder / "target.vocab").read_text(encoding="utf-8").splitlines()
+    run = from_tfa(folder / "ckpt-1", folder / "source.vocab", folder / "target.vocab", tmp_path / "run",
+                   unk_token=old[5])
+    new = (run / "target_vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert new[:4] == ["[PAD]", "[UNK]", "[START]", "[END]"] and old[5] not in new and len(new) == len(old)
+    matrix = checkpoint_arrays(folder / "ckpt-1")["decoder/embedding/embeddings"]
+    model = Runner.open(run).load_model()
+    np.testing.assert_array_equal(np.array(model.target_embedding.embeddings)[1], matrix[5])
+
+
+def test_gru_cells_are_read_by_their_three_gates(tmp_path):
+    # Only LSTMs were recorded: a GRU's variables (3 gates, Keras' two biases) are checked for their place here.
+    from seqtasks.lifecycle.runner import Runner
+    from seqtasks.recipe import load_recipe
+
+    rng = np.random.default_rng(5)
+    arrays = checkpoint_arrays(FIXTURES / "tfa-luong" / "ckpt-1")
+    gru = {}
+    for prefix, inputs in (("encoder/lstm_layer/cell", 8), ("decoder/decoder_rnn_cell", 24)):
+        gru[prefix] = {
+            "kernel": rng.normal(size=(inputs, 48)).astype("float32"),
+            "recurrent_kernel": rng.normal(size=(16, 48)).astype("float32"),
+            "bias": rng.normal(size=(2, 48)).astype("float32"),
+        }
+        arrays.update({f"{prefix}/{name}": value for name, value in gru[prefix].items()})
+    run = _convert(tmp_path, arrays)
+    model_config = load_recipe(run / "recipe.yaml").model
+    assert (model_config.encoder.cell_type, model_config.decoder.cell_type) == ("gru", "gru")
+    model = Runner.open(run).load_model()
+    for layer, prefix in ((model.encoder_layer.rnn_layers[0], "encoder/lstm_layer/cell"),
+                          (model.decoder_layer.rnn_layers[0], "decoder/decoder_rnn_cell")):
+        for name, value in gru[prefix].items():
+            np.testing.assert_array_equal(np.array(getattr(layer.cell, name)), value)
