@@ -14,6 +14,7 @@ if "MUTANT_UNDER_TEST" in os.environ:  # running on mutmut's mutated copy
     import mutation_support  # noqa: E402, F401
 
 from hypothesis import settings as hypothesis_settings  # noqa: E402
+from tier_rule import pytest_runtest_protocol, pytest_runtest_setup  # noqa: E402, F401 - the tiers' rule
 
 # Property tests run the same examples on every run (derandomize: examples from a hash of the
 # test), so their verdict never depends on luck. SEQTASKS_PROPERTY_EXAMPLES sets how many.
@@ -32,6 +33,9 @@ hypothesis_settings.register_profile(
     print_blob=True,
 )
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "seqtasks"))
+
+# pytester: tests/test_tier_rule.py runs small test files with pytest in-process.
+pytest_plugins = ("pytester",)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PAIRS = REPO / "tests" / "data" / "spa-eng-sample.tsv"

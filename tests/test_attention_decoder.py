@@ -113,6 +113,8 @@ def test_dropout_only_when_training(input_feeding):
     assert not np.allclose(first, np.array(decoder(TARGET, MEMORY, training=True)))
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("input_feeding", [True, False])
 def test_fit_with_dropout_on_sequences_of_unknown_length(input_feeding):
     target = keras.Input((None, 5))
@@ -273,6 +275,8 @@ CONTRACT_CASES = [
 ]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("config, num_weights, num_params", CONTRACT_CASES)
 def test_layer_contract(config, num_weights, num_params, tmp_path):
     initial_state = [[RNG.normal(size=(3, config["units"])).astype("float32")] * 2] * config.get(

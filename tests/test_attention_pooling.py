@@ -9,6 +9,8 @@ from seqtasks.layers import AttentionPooling
 pytestmark = pytest.mark.backends
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_layer_contract(tmp_path):
     inputs = np.random.default_rng(0).normal(size=(3, 5, 6)).astype("float32")
     run_layer_test(

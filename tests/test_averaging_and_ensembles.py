@@ -86,6 +86,7 @@ def checkpointed_run(run_cache, tmp_path_factory):
     return run_cache.copy(TRANSLATION_WITHOUT_ATTENTION, tmp_path_factory.mktemp("average") / "copy")
 
 
+@pytest.mark.slow
 def test_average_writes_the_mean_of_the_last_kept_checkpoints(checkpointed_run):
     from seqtasks.lifecycle.runner import Runner
     from seqtasks.training.checkpoints import kept_steps
@@ -111,6 +112,7 @@ def test_average_writes_the_mean_of_the_last_kept_checkpoints(checkpointed_run):
     assert "bleu:" in evaluated.output
 
 
+@pytest.mark.slow
 def test_average_refuses_what_it_cannot_average(checkpointed_run, tmp_path):
     _, run_dir, _ = checkpointed_run
     kept = len(list((run_dir / "checkpoints").glob("step-*.weights.h5")))
@@ -130,6 +132,7 @@ def translation_run(run_cache):
     return run_cache.get(TRANSLATION)
 
 
+@pytest.mark.slow
 def test_an_ensemble_of_a_run_with_itself_evaluates_and_exports_as_the_run(run_cache, tmp_path):
     root, run_dir, _ = run_cache.copy(TRANSLATION, tmp_path / "copy")  # eval writes into the run folder
     pairs = root / "pairs.tsv"
@@ -152,6 +155,7 @@ def test_an_ensemble_of_a_run_with_itself_evaluates_and_exports_as_the_run(run_c
     np.testing.assert_allclose(ours["score"]["value"], theirs["score"]["value"], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_runs_whose_vocabularies_differ_are_a_one_line_error(translation_run, run_cache, tmp_path):
     _, run_dir, _ = translation_run
     _, other, _ = run_cache.copy(TRANSLATION, tmp_path / "other")
@@ -169,6 +173,7 @@ def test_runs_whose_vocabularies_differ_are_a_one_line_error(translation_run, ru
     assert result.output.splitlines()[-1] == "Error: --ensemble: expected at least two runs; got 1"
 
 
+@pytest.mark.slow
 def test_the_tensorflow_export_process_rebuilds_an_ensemble_from_its_runs(translation_run, tmp_path):
     # What a JAX run's `export --ensemble` asks of its TensorFlow process (backends.export_in_tensorflow).
     from seqtasks.lifecycle.tensorflow_export import export_request

@@ -14,6 +14,7 @@ from seqtasks.lifecycle.runner import Runner
 TOY = REPO / "recipes" / "toy.yaml"
 
 
+@pytest.mark.slow
 def test_seqtasks_run_sets_the_recipe_s_backend_before_keras_starts():
     result = run_python(
         "from seqtasks.lifecycle.backends import select_backend\n"

@@ -207,6 +207,8 @@ def test_predict_refuses_bad_input_with_one_line(tmp_path, args, expected):
     assert result.stderr.strip().splitlines() == [f"Error: {expected.format(root=tmp_path)}"]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_predict_on_an_export_of_no_known_task_names_its_outputs_and_json_still_prints_them(tmp_path):
     import tensorflow as tf
 

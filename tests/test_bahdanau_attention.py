@@ -81,6 +81,8 @@ def test_query_mask_zeroes_the_context_of_padded_queries():
     assert np.any(np.array(context)[1, 2] != 0.0)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("single_step", [False, True])
 def test_layer_contract(single_step, tmp_path):
     query, steps = (QUERY[:, 0], ()) if single_step else (QUERY, (3,))

@@ -49,6 +49,7 @@ def caption_run(run_cache):
     return run_cache.get(CAPTIONING)
 
 
+@pytest.mark.slow
 def test_run_reports_bleu_1_to_4_and_writes_captions_and_overlays(caption_run):
     _, run_dir, output = caption_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -215,6 +216,7 @@ def test_bad_data_settings_are_named(tmp_path):
         load_splits(recipe.data)
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_re_evaluated_with_other_decoding_settings(caption_run, tmp_path):
     from seqtasks.lifecycle.runner import Runner
 
@@ -249,6 +251,7 @@ def test_coco_captions_json_splits(tmp_path):
     assert validation == {"dev_000.png": ["shape 0"]}
 
 
+@pytest.mark.slow
 def test_overlay_grid_matches_the_cnn_grid(caption_run):
     _, run_dir, _ = caption_run
     from seqtasks.models import ImageCaptioner
@@ -261,6 +264,7 @@ def test_overlay_grid_matches_the_cnn_grid(caption_run):
     assert tuple(grid.shape) == (1, 64, 64)
 
 
+@pytest.mark.slow
 def test_eval_export_and_predict_commands(caption_run, tmp_path):
     _, run_dir, _ = caption_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
     names = [f"dev_{i:03d}.png" for i in range(8)]
@@ -283,6 +287,7 @@ def test_eval_export_and_predict_commands(caption_run, tmp_path):
     assert f"{tmp_path / 'missing.jpg'}: no such image file" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_export_with_n_best_returns_the_best_captions_best_first(caption_run, tmp_path):
     import tensorflow as tf
 
@@ -300,6 +305,7 @@ def test_an_export_with_n_best_returns_the_best_captions_best_first(caption_run,
     assert [line.split("\t")[1] for line in lines] == [c.decode() for c in served["captions"].numpy()[0]]
 
 
+@pytest.mark.slow
 def test_the_export_s_attention_and_settings_signatures_caption_as_serving_default(caption_run):
     import seqtasks
 
@@ -346,6 +352,7 @@ def test_the_served_captioner_takes_image_bytes_only_while_the_python_api_reads_
     assert local.attention(str(path))["caption"] == expected[0]
 
 
+@pytest.mark.slow
 def test_caption_samples_through_the_api_seeded_and_best_first(caption_run):
     import seqtasks
 

@@ -8,6 +8,8 @@ from seqtasks.layers import CharacterCNN
 pytestmark = pytest.mark.backends
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_layer_contract(tmp_path):
     characters = np.random.default_rng(0).integers(0, 20, size=(2, 4, 6)).astype("int32")
     run_layer_test(

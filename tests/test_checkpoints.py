@@ -14,6 +14,8 @@ from seqtasks.training.run_folders import unfinished_run
 from seqtasks.training.fit import fit
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_checkpoints_every_n_steps_keep_the_newest_and_record_the_state(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=3, keep_checkpoints=2)
     fit(_model(), _data(5), _data(2), config, tmp_path)
@@ -32,6 +34,8 @@ def test_checkpoints_every_n_steps_keep_the_newest_and_record_the_state(tmp_path
     assert state["early_stopping"] is None
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_keeping_one_checkpoint_keeps_the_newest_only(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=2, checkpoint_every_steps=3, keep_checkpoints=1)
     fit(_model(), _data(5), _data(2), config, tmp_path)
@@ -47,6 +51,8 @@ def test_no_training_time_before_training_begins(tmp_path):
     assert callback.train_seconds == 0.0 and callback.first_step_seconds is None
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_every_state_written_is_strict_json_with_the_early_stopping_best_so_far(tmp_path, monkeypatch):
     import seqtasks.training.checkpoints
 
@@ -75,6 +81,8 @@ def test_every_state_written_is_strict_json_with_the_early_stopping_best_so_far(
     assert all(isinstance(state["early_stopping"]["best"], (float, type(None))) for state in written)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_finished_training_state_is_not_trained_again(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=2)
     first = fit(_model(), _data(5), _data(2), config, tmp_path)
@@ -88,6 +96,8 @@ def test_a_finished_training_state_is_not_trained_again(tmp_path):
     assert int(model.optimizer.iterations.numpy()) == state["optimizer_iterations"]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_resumed_run_keeps_the_early_stopping_count_and_the_time_already_trained(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=3, early_stopping_patience=4)
     fit(_model(), _data(5), _data(2), config, tmp_path)
@@ -175,6 +185,8 @@ def _stop_at_step(monkeypatch, step, config, run_dir, make_model=_model):
             fit(make_model(), _ordered_data(), _data(1), config, run_dir)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_never_stopped(tmp_path, monkeypatch):
     from seqtasks.training.checkpoints import restore
 
@@ -210,6 +222,8 @@ def test_a_run_stopped_mid_epoch_resumes_from_its_checkpoint_and_ends_as_if_neve
     assert sorted(p.name for p in folder.glob("step-*")) == final["checkpoints"]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("wait, epochs, steps", [(1, 3, 12), (0, 4, 18)])
 def test_early_stopping_counts_across_the_end_of_a_resumed_epoch(tmp_path, monkeypatch, wait, epochs, steps):
     # Resumed in epoch 2 of `epochs` (6 batches each) with patience 2 and a best of -1 that no epoch beats:
@@ -269,6 +283,8 @@ def test_a_model_without_an_optimizer_records_no_iterations(tmp_path):
     assert read_state(tmp_path)["optimizer_iterations"] is None
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_nan_validation_loss_is_no_best_in_the_strict_json_state(tmp_path):
     import tensorflow as tf
 

@@ -15,6 +15,7 @@ def seqtasks(*args, cwd=REPO):
     )
 
 
+@pytest.mark.slow
 def test_help_does_not_import_tensorflow(fresh_python):
     result = fresh_python(
         "import sys\n"
@@ -43,6 +44,7 @@ def test_recipes_lists_builtins_with_descriptions():
     assert "Reverse digit sequences" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "recipe_text, extra_args, expected",
     [

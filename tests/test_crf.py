@@ -50,6 +50,8 @@ def example():
     return crf, potentials, mask, lengths
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_layer_contract(tmp_path):
     potentials = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
     run_layer_test(

@@ -111,6 +111,8 @@ def test_only_the_chief_writes_results(tf_config, chief):
     assert is_chief({} if tf_config is None else {"TF_CONFIG": json.dumps(tf_config)}) is chief
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_worker_that_is_not_the_chief_exports_nothing(tmp_path, monkeypatch):
     import json
 

@@ -33,6 +33,8 @@ def _serve(folder, texts):
     return [t.decode() for t in outputs["text"].numpy()]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_exports_are_numbered_versions_each_serving_its_signature(tmp_path):
     module = Shout()
     first = export_saved_model(module, module.serve, tmp_path, "shout")
@@ -43,6 +45,8 @@ def test_exports_are_numbered_versions_each_serving_its_signature(tmp_path):
     assert sorted(p.name for p in (tmp_path / "shout").iterdir()) == ["1", "2"]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_signature_given_is_the_one_served_not_whichever_the_module_has_first(tmp_path):
     module = Shout()
     folder = export_saved_model(module, module.whisper, tmp_path, "whisper")
@@ -64,6 +68,8 @@ def test_a_tensorflow_file_error_becomes_an_error_naming_the_folder_and_leaves_n
     assert list((tmp_path / "shout").iterdir()) == []
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_worker_that_is_not_the_chief_saves_to_a_folder_it_removes_and_publishes_nothing(tmp_path, monkeypatch):
     cluster = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}
     monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
@@ -287,6 +293,8 @@ def test_a_base_path_names_its_highest_version_that_holds_a_saved_model(tmp_path
         assert str(raised.value) == f"{folder}: not a SavedModel folder (no saved_model.pb)"
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_dict_of_signatures_is_exported_under_their_names(tmp_path):
     module = Shout()
     folder = export_saved_model(module, {"serving_default": module.serve, "quiet": module.whisper}, tmp_path, "both")
@@ -294,6 +302,8 @@ def test_a_dict_of_signatures_is_exported_under_their_names(tmp_path):
     assert sorted(loaded.signatures) == ["quiet", "serving_default"]
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_servability_check_refuses_an_export_that_calls_python(tmp_path):
     from conftest import serve_in_tensorflow_only
 

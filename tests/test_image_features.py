@@ -78,6 +78,7 @@ def test_bad_images_and_models_are_named(backbone_file, tmp_path):
         load_backbone(flat)
 
 
+@pytest.mark.slow  # full-size Keras Applications backbones: not a tiny model
 def test_keras_applications_backbones_give_grids_with_their_own_preprocessing(images, tmp_path):
     backbone = FrozenBackbone.from_application("MobileNetV2", "none", 64)
     assert backbone.identity == "application:MobileNetV2:none"
@@ -210,6 +211,7 @@ def test_a_backbone_file_holding_python_code_is_refused(tmp_path):
     assert str(error.value).startswith(f"{path}: cannot load a Keras model: Requested the deserialization of a Python lambda")
 
 
+@pytest.mark.slow  # a full-size Keras Applications backbone: not a tiny model
 def test_an_application_backbone_loads_its_weights_file_and_takes_the_given_size(tmp_path):
     weights = tmp_path / "mobilenet.weights.h5"
     reference = keras.applications.MobileNetV2(include_top=False, weights=None, input_shape=(32, 32, 3))

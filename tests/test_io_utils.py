@@ -399,6 +399,8 @@ def test_an_output_folder_that_is_a_file_is_named_in_the_error(tmp_path):
     assert str(raised.value) == f"{blocker / 'toy'}: cannot create the run folder: Not a directory"
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_text_is_written_as_utf8_whatever_the_locale(tmp_path):
     from conftest import run_python
 
@@ -496,6 +498,8 @@ def test_next_version_ignores_files_with_numeric_names(tmp_path):
     assert next_version_dir(str(tmp_path / "none")) == tmp_path / "none" / "1"
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_umask_is_read_without_changing_it_whatever_the_process_name(umask):
     from conftest import run_python
 
@@ -823,6 +827,8 @@ def test_a_stale_staging_folder_that_cannot_be_deleted_is_left_and_the_export_go
 # --- _running: whether the process of a staging folder lives, asked without signalling it ---
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_process_of_a_live_staging_folder_is_not_signalled(tmp_path):
     """Only the signal 0 check: any real signal (SIGHUP ends most processes) would harm another export."""
     child = subprocess.Popen(

@@ -73,6 +73,8 @@ def test_padding_gets_exactly_zero_weight(score):
 
 
 # Queries and keys of size 6; every score has the scale g ().
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize(
     "score, num_weights, num_params, paths",
     [

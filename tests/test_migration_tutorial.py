@@ -143,12 +143,16 @@ def _token_accuracy(ids, lengths, target_out):
     return float(np.sum((ids[:, :width] == target_out[:, :width]) & real) / np.sum(real))
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_loss_falls(trained):
     losses = trained[2].history["loss"]
     assert len(losses) == EPOCHS
     assert losses[-1] < 0.5 * losses[0], losses
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_trained_greedy_output_matches_the_references_better_than_the_untrained(data, trained):
     source, _, target_out, _ = data
     untrained, model, _ = trained
@@ -158,6 +162,8 @@ def test_trained_greedy_output_matches_the_references_better_than_the_untrained(
     assert after > before + 0.3, (before, after)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_greedy_search_is_beam_search_of_width_one(data, trained, alpha):
     source = data[0][:16]
@@ -171,6 +177,8 @@ def test_greedy_search_is_beam_search_of_width_one(data, trained, alpha):
     np.testing.assert_allclose(scores, greedy_scores / ((5.0 + counted) / 6.0) ** alpha, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_beam_search_scores_are_its_outputs_log_probabilities_with_the_penalties(data, trained):
     """A beam's score is its teacher-forced log-probability over GNMT's length penalty plus the coverage
     penalty of its teacher-forced attention: what tfa.seq2seq's BeamSearchDecoder ranks by."""

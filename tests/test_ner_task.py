@@ -18,6 +18,7 @@ def ner_run(run_cache):
     return run_cache.get(NER)
 
 
+@pytest.mark.slow
 def test_run_reports_seqeval_scores_per_type(ner_run):
     _, run_dir, output = ner_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -38,6 +39,7 @@ def test_run_reports_seqeval_scores_per_type(ner_run):
     assert f"(`data.heldout_documents`):\n\n| metric | value |\n| --- | --- |\n| f1 | {metrics['heldout']['f1']:.4f} |" in card
 
 
+@pytest.mark.slow
 def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
     root, run_dir, _ = ner_run
     sentences = (run_dir / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:5]
@@ -100,6 +102,7 @@ def test_without_a_validation_file_sentences_are_split_off_seeded(tmp_path):
     assert make_task(load_recipe(tmp_path / "r.yaml")).read_splits() == (train, validation)
 
 
+@pytest.mark.slow
 def test_eval_export_and_predict_commands(ner_run, tmp_path):
     root, run_dir, _ = ner_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
     recorded = json.loads((run_dir / "metrics.json").read_text())["validation"]

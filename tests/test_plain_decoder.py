@@ -122,6 +122,8 @@ def test_asking_for_weights_or_forgetting_the_summary_are_clear_errors():
         AttentionDecoder(units=8, attention="none", summary_input=True)(TARGET)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize(
     "config, memory, weights, params",
     [

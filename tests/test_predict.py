@@ -119,6 +119,7 @@ def image_model(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_a_damaged_image_is_named_with_tensorflows_reason(image_model, tmp_path):
     """It starts as a PNG does, so only decoding finds it broken; the batch is retried to name the one."""
     good, damaged = tmp_path / "good.png", tmp_path / "damaged.png"

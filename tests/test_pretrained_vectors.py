@@ -19,6 +19,7 @@ def _model_and_data(seed=0):
     return model, rng.integers(1, 20, (32, 5)).astype("int32"), rng.integers(0, 2, 32).astype("int32")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer_class", [Adam, AdamW])
 def test_frozen_variables_stay_as_they_are_for_their_epochs_then_train(optimizer_class):
     model, x, y = _model_and_data()
@@ -36,6 +37,7 @@ def test_frozen_variables_stay_as_they_are_for_their_epochs_then_train(optimizer
     assert not np.allclose(np.array(embedding), start)
 
 
+@pytest.mark.slow
 def test_frozen_variables_need_the_steps_of_an_epoch():
     model, x, y = _model_and_data()
     optimizer = Adam(0.01)

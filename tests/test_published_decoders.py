@@ -190,6 +190,8 @@ def _gru_params(input_dim, units):
     return input_dim * 3 * units + units * 3 * units + 2 * 3 * units
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize(
     "config, num_weights, num_params",
     [

@@ -1130,6 +1130,8 @@ def test_exact_messages_of_unreadable_recipe_files(tmp_path, make, expected):
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_recipe_is_read_as_utf8_whatever_the_locale(tmp_path):
     from conftest import run_python
 

@@ -58,6 +58,8 @@ def test_every_state_attends_over_its_own_sequence_then_residual_and_layer_norm(
     assert (weights[1, 3:] == 0).all() and (weights[1, :, 3:] == 0).all()
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_block_s_contract_and_its_mask():
     run_layer_test(
         SelfAttentionBlock,
@@ -91,6 +93,8 @@ def test_structured_self_attention_is_lin_et_al_s_formula_with_its_penalty():
     assert attention.losses == []  # the penalty is a training loss only
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_structured_self_attention_s_contract():
     run_layer_test(
         StructuredSelfAttention,

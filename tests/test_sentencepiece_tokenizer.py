@@ -183,6 +183,8 @@ def test_a_model_without_the_reserved_tokens_first_is_refused(english):
     assert str(error.value) == "Expected the pieces to start with ['[PAD]', '[UNK]', '[START]', '[END]']"
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_saved_models_keep_each_tokenizer_s_own_model(english, tmp_path):
     # tensorflow-text finds a loaded model by name, process-wide: same-named models got mixed up.
     spanish = [line.split("\t")[1] for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:2000]]

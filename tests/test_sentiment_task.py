@@ -16,6 +16,7 @@ def sentiment_run(run_cache):
     return run_cache.get(SENTIMENT)
 
 
+@pytest.mark.slow
 def test_run_reports_accuracy_macro_f1_and_a_confusion_matrix(sentiment_run):
     _, run_dir, output = sentiment_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -27,6 +28,7 @@ def test_run_reports_accuracy_macro_f1_and_a_confusion_matrix(sentiment_run):
     assert "validation macro_f1:" in output and "Sample predictions" in output
 
 
+@pytest.mark.slow
 def test_saved_model_serves_labels_and_probabilities_like_the_run(sentiment_run):
     root, run_dir, _ = sentiment_run
     rows = [line.split("\t") for line in (run_dir / "predictions.tsv").read_text().splitlines()[:6]]
@@ -121,6 +123,7 @@ def test_labels_outside_the_recipe_labels_are_named():
         class_labels(TextClassificationDataConfig(path="train.tsv"), [("x", "0")], [])
 
 
+@pytest.mark.slow
 def test_eval_export_and_predict_commands(sentiment_run, tmp_path):
     from seqtasks.recipe import load_recipe
     from seqtasks.tasks import make_task
@@ -146,6 +149,7 @@ def ensemble_run(run_cache):
     return run_cache.get(SENTIMENT_ENSEMBLE)
 
 
+@pytest.mark.slow
 def test_an_ensemble_run_validates_evaluates_and_serves_its_mean_probabilities(ensemble_run):
     import keras
 
@@ -185,6 +189,7 @@ def test_recipe_ensemble_and_max_pooling_fields(tmp_path):
         load_recipe(tmp_path / "tiny.yaml", ["model.ensemble=17"])
 
 
+@pytest.mark.slow
 def test_the_export_returns_the_pooling_weights_and_its_label_names(sentiment_run, ensemble_run):
     import numpy as np
 

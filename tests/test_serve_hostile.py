@@ -22,6 +22,8 @@ from seqtasks.errors import ModelFailure, SeqtasksError
 from seqtasks.serving.health import tiny_png
 from seqtasks.serving.limits import Capacity, Limits
 
+pytestmark = pytest.mark.slow  # its server starts the request-parsing process
+
 JSON = {"Content-Type": "application/json"}
 SETTINGS = {"beam_width": 2, "n_best": 1, "max_length": 5, "length_penalty": 0.0}
 

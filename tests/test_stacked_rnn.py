@@ -111,6 +111,8 @@ def _lstm_params(input_dim, units):
     return input_dim * 4 * units + units * 4 * units + 4 * units
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize(
     "config, num_weights, num_params, output_shapes",
     [

@@ -74,6 +74,7 @@ def test_an_export_must_serve_the_declared_input_and_outputs():
         check_serving_signature(_server(["score", "translation"], "image").serve, spec)
 
 
+@pytest.mark.slow
 def test_reading_recipes_imports_no_task_code_nor_tensorflow(fresh_python):
     result = fresh_python(
         "import sys\n"

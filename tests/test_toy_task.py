@@ -80,6 +80,7 @@ def test_saved_model_serves_strings_with_tensorflow_alone(toy_run):
     assert out["empty_batch"]["output"]["value"] == []
 
 
+@pytest.mark.slow
 def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(run_cache, tmp_path, monkeypatch):
     import tensorflow as tf
 
@@ -112,6 +113,7 @@ def test_export_command_writes_the_next_version_and_a_full_disk_keeps_the_last(r
     assert {p: (exports / p).read_bytes() for p in before} == before
 
 
+@pytest.mark.slow
 def test_an_export_carries_the_recipe_its_sources_the_metrics_and_a_model_card(small_toy_run):
     from seqtasks import __version__
 
@@ -172,6 +174,7 @@ def test_an_export_carries_the_recipe_its_sources_the_metrics_and_a_model_card(s
     assert f"- An output has at most {recipe.model.decoding.max_length} tokens" in card
 
 
+@pytest.mark.slow
 def test_eval_refuses_a_task_without_data_files_and_export_names_a_bad_checkpoint(small_toy_run, tmp_path):
     run_dir, _, _ = small_toy_run
     data = tmp_path / "digits.txt"

@@ -12,6 +12,8 @@ from seqtasks.recipe.schema import TrainingConfig
 from seqtasks.training.fit import fit, make_optimizer
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_time_budget_stops_training_mid_run(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=10_000, max_minutes=0.02)  # 1.2 s
     history = fit(_model(), _data(20), _data(2), config, tmp_path)
@@ -21,6 +23,8 @@ def test_time_budget_stops_training_mid_run(tmp_path):
     assert list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_without_a_budget_every_epoch_runs_and_batches_are_counted(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=3)
     history = fit(_model(), _data(5), _data(2), config, tmp_path)
@@ -29,6 +33,8 @@ def test_without_a_budget_every_epoch_runs_and_batches_are_counted(tmp_path):
     assert 0 < history.first_step_seconds < history.train_seconds
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_best_epoch_is_kept_when_training_gets_worse(tmp_path):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
@@ -39,6 +45,8 @@ def test_the_best_epoch_is_kept_when_training_gets_worse(tmp_path):
     np.testing.assert_allclose(model.evaluate(_data(2), verbose=0), min(losses), rtol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("monitor", ["val_loss", "val_mae"])
 def test_early_stopping_waits_its_patience_then_stops(monitor, tmp_path, monkeypatch):
     from seqtasks.training.checkpoints import BEST_FILE, TrainingCheckpoints
@@ -60,6 +68,8 @@ def test_early_stopping_waits_its_patience_then_stops(monitor, tmp_path, monkeyp
     assert saved.count(BEST_FILE) == 1  # a tie is not an improvement
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_training_prints_a_line_per_epoch_in_logs_and_a_bar_in_a_terminal(tmp_path, capsys, monkeypatch):
     import sys
 
@@ -73,6 +83,8 @@ def test_training_prints_a_line_per_epoch_in_logs_and_a_bar_in_a_terminal(tmp_pa
     assert "━" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_only_the_warning_of_data_of_unknown_length_is_silenced(tmp_path):
     import warnings
 
@@ -98,6 +110,8 @@ def test_only_the_warning_of_data_of_unknown_length_is_silenced(tmp_path):
     assert tf.data.experimental.cardinality(unknown_length) == tf.data.experimental.UNKNOWN_CARDINALITY
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("name", ["accuracy", "hits"])
 def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(name, tmp_path):
     # "hits" has no "acc" in its name, so Keras could not guess that higher is better.
@@ -125,6 +139,8 @@ def test_monitoring_an_accuracy_keeps_the_most_accurate_epoch(name, tmp_path):
     assert read_state(tmp_path / "checkpoints")["early_stopping"]["best"] == max(values)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_time_trained_before_resuming_counts_against_the_budget(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=1)
     fit(_model(), _data(5), _data(2), config, tmp_path)
@@ -137,6 +153,8 @@ def test_time_trained_before_resuming_counts_against_the_budget(tmp_path):
     assert history.batches_seen == 5 + 1
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_loss_that_is_not_finite_ends_training_naming_its_step_and_the_learning_rate(tmp_path):
     import tensorflow as tf
 
@@ -151,6 +169,8 @@ def test_a_loss_that_is_not_finite_ends_training_naming_its_step_and_the_learnin
     )
 
 
+@pytest.mark.slow
+@pytest.mark.core
 @pytest.mark.parametrize("with_validation", [True, False])
 def test_a_run_resumed_in_its_last_epoch_finishes_that_epoch_and_nothing_more(with_validation, tmp_path):
     import tensorflow as tf
@@ -177,6 +197,8 @@ def test_a_run_resumed_in_its_last_epoch_finishes_that_epoch_and_nothing_more(wi
     assert len(list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))) == 1
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_a_loss_that_is_not_finite_after_a_live_line_ends_that_line_first(tmp_path, monkeypatch, capsys):
     import tensorflow as tf
 
@@ -221,6 +243,8 @@ def _scheduled_model(**training):
     return model
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_fit_counts_the_epoch_for_the_schedule_and_a_resumed_run_goes_on_at_its_rate(tmp_path, monkeypatch):
     from seqtasks.training.checkpoints import TrainingCheckpoints
 
@@ -265,6 +289,8 @@ class _StepWeights(keras.callbacks.Callback):
         self.steps.append([np.array(w) for w in self.model.get_weights()])
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_ema_validates_keeps_and_restores_the_moving_average_of_the_step_weights(tmp_path, monkeypatch):
     import seqtasks.training.fit as training
 
@@ -301,6 +327,8 @@ def test_ema_validates_keeps_and_restores_the_moving_average_of_the_step_weights
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_keras_fit_leaves_the_raw_weights_in_place_so_a_second_fit_trains_on_from_them():
     config = dataclasses.replace(TrainingConfig(), ema_momentum=0.9)
     model = _model_with(config)
@@ -317,6 +345,8 @@ def _model_with(config):
     return model
 
 
+@pytest.mark.slow
+@pytest.mark.core
 def test_the_xla_compilations_counted_while_training_are_returned_with_the_history(tmp_path, monkeypatch):
     import contextlib
 

@@ -16,6 +16,7 @@ def translation_run(run_cache):
     return run_cache.get(TRANSLATION)
 
 
+@pytest.mark.slow
 def test_run_prints_and_records_bleu_chrf_and_speeds(translation_run):
     _, run_dir, output = translation_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -27,6 +28,7 @@ def test_run_prints_and_records_bleu_chrf_and_speeds(translation_run):
     assert "validation bleu:" in output and "Sample translations" in output
 
 
+@pytest.mark.slow
 def test_run_folder_holds_vocabularies_heatmaps_and_translations(translation_run):
     root, run_dir, _ = translation_run
     assert (run_dir / "source_vocab.txt").read_text().splitlines()[:4] == ["[PAD]", "[UNK]", "[START]", "[END]"]
@@ -40,6 +42,7 @@ def test_run_folder_holds_vocabularies_heatmaps_and_translations(translation_run
     assert load_recipe(run_dir / "recipe.yaml").data.path == str(root / "pairs.tsv")
 
 
+@pytest.mark.slow
 def test_saved_model_serves_like_the_run_decoded(translation_run):
     root, run_dir, _ = translation_run
     rows = [line.split("\t") for line in (run_dir / "translations.tsv").read_text().splitlines()[:5]]
@@ -69,6 +72,7 @@ def test_saved_model_serves_like_the_run_decoded(translation_run):
     assert long["score"]["value"][0] == long["score"]["value"][1] != long["score"]["value"][2]
 
 
+@pytest.mark.slow
 def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run, tmp_path):
     from seqtasks.lifecycle.runner import Runner
 
@@ -81,6 +85,7 @@ def test_evaluating_the_run_folder_again_reproduces_its_scores(translation_run, 
     assert "export" not in greedy
 
 
+@pytest.mark.slow
 def test_eval_export_and_predict_commands(translation_run, tmp_path):
     from seqtasks.tasks import make_task
 
@@ -161,6 +166,7 @@ def test_benchmark_baselines_train_and_decode_from_a_run_folder(translation_run,
     assert record["parameters"] > 0
 
 
+@pytest.mark.slow
 def test_the_run_scores_each_source_length_bucket_and_counts_them(translation_run):
     _, run_dir, output = translation_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -193,6 +199,7 @@ def test_a_model_without_attention_trains_decodes_and_serves_but_draws_no_heatma
         seqtasks.load(run_dir).translate(rows[0][0], attention=True)
 
 
+@pytest.mark.slow  # reads the 116,658 shipped pairs: not tiny data
 def test_the_split_seed_fixes_the_validation_split_whatever_the_recipe_seed():
     from seqtasks.tasks import make_task
 

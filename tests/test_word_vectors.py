@@ -208,6 +208,7 @@ def test_words_without_a_count_cover_no_tokens_and_the_summary_is_rounded(tmp_pa
     assert coverage.scale == 0.816497 and coverage.as_json()["scale"] == 0.816497
 
 
+@pytest.mark.slow  # a 20 MB vectors file: not tiny data
 def test_only_the_vocabulary_s_rows_are_kept_in_memory(tmp_path):
     # 8,000 words x 300 dimensions, about 20 MB of text: reading it must not hold it.
     rng = np.random.default_rng(0)

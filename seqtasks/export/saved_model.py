@@ -46,7 +46,7 @@ def export_saved_model(module, signature, export_root, name, extras=None, force=
     def write(folder):
         try:
             tf.saved_model.save(
-                module, folder, signatures={name: fn.get_concrete_function() for name, fn in functions.items()}
+                module, folder, signatures={name: traced_for_saving(fn) for name, fn in functions.items()}
             )
         except tf.errors.OpError as error:  # TensorFlow's file errors (a full disk) are not OSErrors
             raise OSError(error.message.splitlines()[0]) from None
@@ -135,6 +135,23 @@ def weights_sha256(weights):
     return digest.hexdigest()
 
 
+def traced_for_saving(function):
+    """The concrete function of `function` (a `tf.function` with an input signature) that saving it uses.
+
+    `tf.saved_model.save` traces a module's functions anew, for its variable
+    policy is part of TensorFlow's cache key: a trace made outside it would be
+    made, and saved, twice. Traced here inside the same save context, the
+    trace is made once and the save reuses it (BENCHMARKS.md, "Graph costs").
+    """
+    import tensorflow as tf
+    from tensorflow.python.saved_model import save_context
+
+    if save_context.in_save_context():
+        return function.get_concrete_function()
+    with save_context.save_context(tf.saved_model.SaveOptions()):
+        return function.get_concrete_function()
+
+
 def describe_signature(signature):
     """What a caller of `signature` (a `tf.function` with an input signature) needs to know.
 
@@ -145,7 +162,7 @@ def describe_signature(signature):
     """
     import tensorflow as tf
 
-    concrete = signature.get_concrete_function()
+    concrete = traced_for_saving(signature)
 
     def spec(tensor):
         return {"dtype": tensor.dtype.name, "shape": tensor.shape.as_list()}

@@ -53,13 +53,10 @@ class Predictor:
         """The SavedModel at `path`: a version folder, or a base folder whose newest version is loaded."""
         from seqtasks.export.saved_model import saved_model_folder
 
-        path = saved_model_folder(path)
-        import tensorflow as tf
+        from seqtasks.inference.runtime import serving_tensorflow
 
-        try:
-            import tensorflow_text  # noqa: F401 - registers the tokenizers' ops
-        except ImportError:
-            pass
+        path = saved_model_folder(path)
+        tf = serving_tensorflow()  # with the tokenizers' ops
         try:
             loaded = tf.saved_model.load(str(path))
         except (OSError, ValueError, tf.errors.OpError) as error:

@@ -353,7 +353,9 @@ def check_serving_signature(serve, spec, n_best=1):
 
     With `n_best` > 1, the outputs are those and the task's `n_best_outputs()`.
     """
-    concrete = serve.get_concrete_function()
+    from seqtasks.export.saved_model import traced_for_saving
+
+    concrete = traced_for_saving(serve)
     inputs = [tensor.name for tensor in concrete.structured_input_signature[0]]
     outputs = sorted(concrete.structured_outputs)
     declared = sorted(spec.serving_outputs + (spec.n_best_outputs() if n_best > 1 else ()))

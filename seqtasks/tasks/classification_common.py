@@ -122,9 +122,9 @@ def make_classifier_server(model, tokenizer, encode, names, max_length, keep="fi
             self.label_names = tf.Variable(names, trainable=False, dtype=tf.string)
             # Only then: saving traces every tf.function a module holds.
             if members[0].attention_pooling is not None:
-                self.attention = tf.function(self._attention, input_signature=[text_spec])
+                self.attention = tf.function(self._attention, input_signature=[text_spec], autograph=False)
 
-        @tf.function(input_signature=[text_spec])
+        @tf.function(input_signature=[text_spec], autograph=False)
         def serve(self, text):
             return self._classify(_padded_ids(encode, cut_text(text, max_length, keep)))
 

@@ -53,7 +53,32 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     attends = getattr(model.decoder_layer, "attention", "none") != "none"
     n_best = decoding.n_best if decoding.n_best > 1 else None
     decode = make_decode(model, decoding, n_best)
-    best = make_decode(model, decoding)
+    prefix_spec = tf.TensorSpec([None], tf.string, name="prefix")
+
+    # Each search is traced once, and every signature that decodes with it calls that one function: the
+    # export holds one copy of each search graph, which is most of what tracing, saving and loading cost
+    # (BENCHMARKS.md, "Graph costs"). AutoGraph is off: every loop is already a `while_loop`.
+    def search_as_recipe(value):
+        inputs, count, blank = reader.read(value)
+        ids, lengths, scores = decode(inputs)
+        return inputs, count, blank, ids, lengths, scores
+
+    def search_as_requested(value, prefix, *settings):
+        (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
+         seed) = read_settings(*settings, attends=attends)
+        inputs, count, blank = reader.read(value)
+        # An empty prefix forces nothing: `with_settings` is `with_prefix` with "" for every input.
+        forced = target_ids(tokenizer, prefix, tf.shape(inputs)[0], end=False)
+        ids, _, scores = search(
+            model, inputs, width, length, penalty, kept, coverage, ngram,
+            Sampling(samples, temperature, top_k, top_p, seed), prefix=forced,
+        )
+        return serving_outputs(tokenizer, ids[:count], scores[:count], output_name, "any", blank)
+
+    recipe_search = tf.function(search_as_recipe, input_signature=[reader.spec], autograph=False)
+    requested_search = tf.function(
+        search_as_requested, input_signature=[reader.spec, prefix_spec, *settings_specs()], autograph=False
+    )
 
     class EncoderDecoderServer(tf.Module):
         def __init__(self):
@@ -63,41 +88,25 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             self.tokenizer = tokenizer
             # Only then: saving traces every tf.function a module holds.
             if attends:
-                self.attention = tf.function(self._attention, input_signature=[reader.spec])
+                self.attention = tf.function(self._attention, input_signature=[reader.spec], autograph=False)
 
-        @tf.function(input_signature=[reader.spec])
+        @tf.function(input_signature=[reader.spec], autograph=False)
         def serve(self, value):
-            inputs, count, blank = self.reader.read(value)
-            ids, _, scores = decode(inputs)
+            _, count, blank, ids, _, scores = recipe_search(value)
             return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, n_best or 1, blank)
 
-        @tf.function(input_signature=[reader.spec, *settings_specs()])
+        @tf.function(input_signature=[reader.spec, *settings_specs()], autograph=False)
         def serve_with_settings(self, value, *settings):
-            (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
-             seed) = read_settings(*settings, attends=attends)
-            inputs, count, blank = self.reader.read(value)
-            ids, _, scores = search(
-                self.model, inputs, width, length, penalty, kept, coverage, ngram,
-                Sampling(samples, temperature, top_k, top_p, seed),
-            )
-            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
+            return requested_search(value, tf.fill(tf.shape(value), ""), *settings)
 
-        @tf.function(input_signature=[reader.spec, tf.TensorSpec([None], tf.string, name="prefix"), *settings_specs()])
+        @tf.function(input_signature=[reader.spec, prefix_spec, *settings_specs()], autograph=False)
         def serve_with_prefix(self, value, prefix, *settings):
             tf.debugging.assert_equal(
                 tf.shape(value)[0], tf.shape(prefix)[0], message="prefix: expected one per input"
             )
-            (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
-             seed) = read_settings(*settings, attends=attends)
-            inputs, count, blank = self.reader.read(value)
-            forced = target_ids(self.tokenizer, prefix, tf.shape(inputs)[0], end=False)
-            ids, _, scores = search(
-                self.model, inputs, width, length, penalty, kept, coverage, ngram,
-                Sampling(samples, temperature, top_k, top_p, seed), prefix=forced,
-            )
-            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, "any", blank)
+            return requested_search(value, prefix, *settings)
 
-        @tf.function(input_signature=[reader.spec, tf.TensorSpec([None], tf.string, name="target")])
+        @tf.function(input_signature=[reader.spec, tf.TensorSpec([None], tf.string, name="target")], autograph=False)
         def score(self, value, target):
             tf.debugging.assert_equal(
                 tf.shape(value)[0], tf.shape(target)[0], message="target: expected one per input"
@@ -110,8 +119,10 @@ def make_server(model, reader, tokenizer, output_name, decoding):
                     "target_tokens": strings[:count]}
 
         def _attention(self, value):
-            inputs, count, blank = self.reader.read(value)
-            ids, scores, weights, mask = decoded_attention(self.model, best, inputs, blank)
+            inputs, count, blank, ids, lengths, scores = recipe_search(value)
+            if n_best is not None:  # the n-best lists' best, as `serve` answers it
+                ids, lengths, scores = ids[:, 0], lengths[:, 0], scores[:, 0]
+            ids, scores, weights, mask = decoded_attention(self.model, (ids, lengths, scores), inputs, blank)
             outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, 1, blank)
             tokens = token_strings(self.tokenizer, ids, mask)
             extra = self.reader.attention_outputs(inputs, tokens, tf.where(mask[:, :, None], weights, 0.0), mask)
@@ -184,9 +195,10 @@ def text_reader(tokenizer, max_length):
     return TextReader()
 
 
-def decoded_attention(model, decode_best, inputs, blank=None):
-    """The best output of `decode_best` for `inputs` and the attention the decoder gave while writing it.
+def decoded_attention(model, decoded, inputs, blank=None):
+    """The best output `decoded` for `inputs` and the attention the decoder gave while writing it.
 
+    `decoded` is a search's `(ids, lengths, scores)` of the best outputs.
     Feeding the output back through `model.attention` gives the weights of
     its own decoding. Returns `(ids, scores, weights, mask)`: `ids` `[batch,
     T]` cut to the longest output, `weights` float32 `[batch, T, source]`,
@@ -195,7 +207,7 @@ def decoded_attention(model, decode_best, inputs, blank=None):
     """
     import tensorflow as tf
 
-    ids, lengths, scores = decode_best(inputs)
+    ids, lengths, scores = decoded
     if blank is not None:
         lengths = tf.where(blank, 0, lengths)
     ids = ids[:, : tf.maximum(1, tf.reduce_max(lengths))]

@@ -91,7 +91,7 @@ def make_tagger_server(model, featurizer, tags, max_length):
             self.featurizer = featurizer
             self.tags = tf.constant(tags)
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
         def serve(self, text):
             tokens = tf.strings.split(cut_text(text, max_length))[:, :max_length]
             features = self.featurizer.features(tokens)

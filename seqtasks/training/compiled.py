@@ -37,7 +37,11 @@ class CompiledFunction:
         if self.backend == "tensorflow":
             import tensorflow as tf
 
-            self._run = tf.function(fn, input_signature=[tf.TensorSpec(s, d) for s, d in self.input_specs])
+            # AutoGraph off: the searches' loops are already `while_loop`s, and converting the call tree
+            # costs tracing time (BENCHMARKS.md, "Graph costs").
+            self._run = tf.function(
+                fn, input_signature=[tf.TensorSpec(s, d) for s, d in self.input_specs], autograph=False
+            )
         elif self.backend == "jax":
             import jax
 
