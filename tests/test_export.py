@@ -330,3 +330,44 @@ def test_a_module_s_signatures_are_its_own_list_or_its_serve_as_serving_default(
     plain, several = Plain(), Several()
     assert module_signatures(plain) == {"serving_default": plain.serve}
     assert module_signatures(several) == {"serving_default": several.serve, "other": several.serve}
+
+
+class Counted(tf.Module):
+    """Counts its traces: a Python side effect runs once per trace, never per call."""
+
+    def __init__(self):
+        super().__init__()
+        self.traces = 0
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(self, texts):
+        self.traces += 1
+        return {"text": tf.strings.upper(texts)}
+
+
+def _library_functions(folder):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((Path(folder) / "saved_model.pb").read_bytes())
+    return [function.signature.name for function in saved.meta_graphs[0].graph_def.library.function]
+
+
+@pytest.mark.slow
+@pytest.mark.core
+def test_a_signature_described_before_the_export_is_traced_once_and_saved_once(tmp_path):
+    from seqtasks.export.saved_model import traced_for_saving
+
+    module = Counted()
+    assert describe_signature(module.serve)["outputs"] == {"text": {"dtype": "string", "shape": [None]}}
+    assert traced_for_saving(module.serve) is traced_for_saving(module.serve)
+    folder = export_saved_model(module, module.serve, tmp_path, "counted")
+    assert module.traces == 1
+    assert sum(name.startswith("__inference_serve_") for name in _library_functions(folder)) == 1
+    assert _serve(folder, ["ab"]) == ["AB"]
+
+    plain = Counted()
+    plain.serve.get_concrete_function()  # outside a save: the save traces it again, and keeps both
+    tf.saved_model.save(plain, str(tmp_path / "plain"), signatures=plain.serve.get_concrete_function())
+    assert plain.traces == 2
+    assert sum(name.startswith("__inference_serve_") for name in _library_functions(tmp_path / "plain")) == 2

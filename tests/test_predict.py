@@ -179,3 +179,23 @@ def test_damaged_jpegs_give_one_line_errors_without_the_native_decoder_s_output(
         )
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"Error: {tmp_path / name}: {reason}")
+
+
+@pytest.mark.slow
+def test_a_serving_process_imports_tensorflow_and_the_text_ops_without_keras(fresh_python):
+    code = """
+import os, sys
+from seqtasks.inference.runtime import serving_tensorflow
+tf = serving_tensorflow()
+from tensorflow.python.framework import op_def_registry
+assert "keras" not in sys.modules and "tensorflow_text" not in sys.modules, [m for m in sys.modules if m.startswith(("keras", "tensorflow_text"))]
+assert "TF_USE_LEGACY_KERAS" not in os.environ
+assert all(op_def_registry.get(op) is not None for op in ("SentencepieceTokenizeOp", "WordpieceTokenizeWithOffsets"))
+assert serving_tensorflow() is tf
+assert tf.keras.layers.Dense(2)(tf.zeros([1, 3])).shape == (1, 2)  # Keras 3 still comes when asked for
+import keras
+assert keras.__version__.startswith("3.")
+print("ok")
+"""
+    result = fresh_python(code)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
