@@ -146,8 +146,6 @@ def traced_for_saving(function):
     import tensorflow as tf
     from tensorflow.python.saved_model import save_context
 
-    if save_context.in_save_context():
-        return function.get_concrete_function()
     with save_context.save_context(tf.saved_model.SaveOptions()):
         return function.get_concrete_function()
 
