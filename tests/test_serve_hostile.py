@@ -22,8 +22,6 @@ from seqtasks.errors import ModelFailure, SeqtasksError
 from seqtasks.serving.health import tiny_png
 from seqtasks.serving.limits import Capacity, Limits
 
-pytestmark = pytest.mark.slow  # its server starts the request-parsing process
-
 JSON = {"Content-Type": "application/json"}
 SETTINGS = {"beam_width": 2, "n_best": 1, "max_length": 5, "length_penalty": 0.0}
 
@@ -142,6 +140,7 @@ def test_post_bodies_must_be_json_so_a_cross_site_form_cannot_use_the_model(cont
             assert _work_calls(model) == []
 
 
+@pytest.mark.slow  # its large bodies start the request-parsing process
 def test_deep_huge_and_odd_json_is_answered_with_short_json_errors():
     with in_process_server(fake_served(("tiny", FakeModel())), limits=Limits(max_body_bytes=2 * 1024**2)) as (url, _):
         predict = url + "/v1/models/tiny:predict"
@@ -176,6 +175,7 @@ def _poll_health(url, stop, latencies):
     connection.close()
 
 
+@pytest.mark.slow  # its large bodies start the request-parsing process
 @pytest.mark.parametrize("body", [
     b'{"instances": ["' + b"a," * (8 * 1024**2 - 12) + b'"]}',  # one text of 16 MiB: parsed, then over a limit
     b"[" + b"[]," * (16 * 1024**2 // 3 - 1) + b"[]]",  # 16 MiB of empty lists: counted, never parsed

@@ -5,9 +5,10 @@ lock for as long as they run (over a second for 16 MiB of small values), so
 a thread would stall every other request and `/healthz` all the same. A
 body of at most `INLINE_BYTES` parses in milliseconds and is read in place;
 a larger one goes to a worker process (`python -m
-seqtasks.serving.parse_worker`, started with the server, no TensorFlow) that
-parses, bounds and checks it (`seqtasks.serving.requests`) and sends back
-only the request's values.
+seqtasks.serving.parse_worker`, no TensorFlow) that parses, bounds and
+checks it (`seqtasks.serving.requests`) and sends back only the request's
+values. The worker starts with the first large body (a server that is only
+sent small ones never starts it) and again after it failed.
 
 The frames on the worker's pipes are a JSON line, then raw bytes: to the
 worker `{"kind", "signatures", "limits", "binary", "size"}` and `size` bytes
@@ -31,7 +32,7 @@ MAX_ANSWER_LINE = 1024**2
 
 
 class ParserFailed(Exception):
-    """The worker process ended or answered nonsense while parsing: answered 503; it is restarted."""
+    """The worker process ended or answered nonsense while parsing: answered 503; the next large body starts it anew."""
 
 
 def parse(kind, raw, signatures, limits, binary_inputs):
@@ -50,36 +51,40 @@ class Parser:
 
     async def start(self):
         self._lock = asyncio.Lock()
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "seqtasks.serving.parse_worker",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=MAX_ANSWER_LINE,
-        )
+
+    async def _started(self):
+        if self._process is None:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "seqtasks.serving.parse_worker",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=MAX_ANSWER_LINE,
+            )
+        return self._process
 
     async def stop(self):
-        if self._process is not None and self._process.returncode is None:
-            self._process.kill()
-            await self._process.wait()
+        process, self._process = self._process, None
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()
 
     async def run(self, kind, raw, signatures, limits, binary_inputs=()):
-        if len(raw) <= INLINE_BYTES or self._process is None:
+        if len(raw) <= INLINE_BYTES or self._lock is None:
             return parse(kind, raw, signatures, limits, binary_inputs)
         async with self._lock:
             try:
-                return await self._exchange(kind, raw, signatures, limits, binary_inputs)
+                return await self._exchange(await self._started(), kind, raw, signatures, limits, binary_inputs)
             except (OSError, EOFError, ValueError, KeyError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                 await self.stop()
-                await self.start()
                 raise ParserFailed("the request parser stopped while reading this request; try again") from None
 
-    async def _exchange(self, kind, raw, signatures, limits, binary_inputs):
+    async def _exchange(self, process, kind, raw, signatures, limits, binary_inputs):
         header = {"kind": kind, "signatures": signatures, "limits": asdict(limits), "binary": list(binary_inputs),
                   "size": len(raw)}
-        self._process.stdin.write(json.dumps(header).encode() + b"\n" + raw)
-        await self._process.stdin.drain()
-        answer = json.loads(await self._process.stdout.readuntil(b"\n"))
+        process.stdin.write(json.dumps(header).encode() + b"\n" + raw)
+        await process.stdin.drain()
+        answer = json.loads(await process.stdout.readuntil(b"\n"))
         if "error" in answer:
             raise {"bad_request": BadRequest, "too_large": TooLarge}[answer["error"]](answer["message"])
-        blobs = [await self._process.stdout.readexactly(size) for size in answer["blobs"]]
+        blobs = [await process.stdout.readexactly(size) for size in answer["blobs"]]
         columns = {name: [_unpack(value, blobs) for value in values] for name, values in answer["columns"].items()}
         if kind == "predict":
             return answer["signature"], columns, answer["row_format"]

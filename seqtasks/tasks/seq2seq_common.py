@@ -62,12 +62,15 @@ def search(
     """
     from keras import ops
 
+    # Encoded once, before any branch: a graph that may search or sample holds one encoder, not two.
+    encoded = model.encode(inputs)
+
     def searched():
-        return _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty,
+        return _search(model, inputs, encoded, beam_width, max_length, length_penalty, n_best, coverage_penalty,
                        no_repeat_ngram_size, prefix)
 
     def sampled():
-        return _sample(model, inputs, max_length, length_penalty, n_best, sampling, prefix)
+        return _sample(model, inputs, encoded, max_length, length_penalty, n_best, sampling, prefix)
 
     samples = 0 if sampling is None else sampling.num_samples
     if isinstance(samples, int):
@@ -126,13 +129,13 @@ def forced(step, prefix, copies):
     return step_forced, ops.zeros_like(lengths)
 
 
-def _search(model, inputs, beam_width, max_length, length_penalty, n_best, coverage_penalty, no_repeat_ngram_size,
-            prefix=None):
+def _search(model, inputs, encoded, beam_width, max_length, length_penalty, n_best, coverage_penalty,
+            no_repeat_ngram_size, prefix=None):
     from keras import ops
 
     from seqtasks.decoding import beam_search, greedy_search, tile_beams
 
-    cache, state = model.encode(inputs)
+    cache, state = encoded
     start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
     # A decoder without attention has no weights to sum (its settings reader refuses a coverage penalty).
     mask = model.memory_mask(cache) if hasattr(model, "memory_mask") else _memory_mask(cache)
@@ -175,13 +178,13 @@ def _memory_mask(cache):
     return cache[2] if isinstance(cache, (tuple, list)) and len(cache) == 3 else None
 
 
-def _sample(model, inputs, max_length, length_penalty, n_best, sampling, prefix=None):
+def _sample(model, inputs, encoded, max_length, length_penalty, n_best, sampling, prefix=None):
     from keras import ops
 
     from seqtasks.decoding import sampling_search, tile_beams
 
     samples = sampling.num_samples
-    cache, state = tile_beams(model.encode(inputs), samples)
+    cache, state = tile_beams(encoded, samples)
     start = ops.full((ops.shape(inputs)[0],), START_ID, dtype="int32")
 
     def step(ids, state):
