@@ -492,3 +492,35 @@ def test_every_answer_carries_the_security_headers_and_the_page_its_policy():
             policy = answer.headers["Content-Security-Policy"]
             assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
             assert "script-src 'self'" in policy and "unsafe" not in policy
+
+
+@pytest.mark.slow  # starts the request-parsing process
+def test_the_parsing_process_starts_with_the_first_large_body_and_again_after_it_failed():
+    import asyncio
+
+    from seqtasks.serving.parsing import INLINE_BYTES, Parser, ParserFailed
+
+    signatures = FakeModel().signatures()
+    texts = ["x" * 2000] * 40  # within every limit, over INLINE_BYTES together
+    large = json.dumps({"instances": texts}).encode()
+    assert len(large) > INLINE_BYTES
+    expected = ("serving_default", {"text": texts}, True)
+
+    async def exchange():
+        parser = Parser()
+        await parser.start()
+        small = await parser.run("predict", b'{"instances": ["a"]}', signatures, Limits())
+        assert small[1] == {"text": ["a"]} and parser._process is None  # small bodies start nothing
+        assert await parser.run("predict", large, signatures, Limits()) == expected
+        first = parser._process
+        assert first is not None and first.returncode is None
+        first.kill()
+        await first.wait()
+        with pytest.raises(ParserFailed, match="the request parser stopped"):
+            await parser.run("predict", large, signatures, Limits())
+        assert parser._process is None
+        assert await parser.run("predict", large, signatures, Limits()) == expected  # a new worker
+        assert parser._process is not first
+        await parser.stop()
+
+    asyncio.run(exchange())
