@@ -35,7 +35,7 @@ PROCESS_EVENTS = ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",
 
 # The unmarked tests running now, innermost last (a test may run pytest in-process, which runs others).
 _running = []
-_installed = {"hook": False, "wrapped": set()}
+_installed = {"hook": False}
 
 
 class TierError(pytest.fail.Exception):
@@ -64,7 +64,7 @@ def _audit(event, args):
 def _guard(owner, name, what):
     """Wraps `owner.name` so that an unmarked test calling it fails; once per function."""
     original = getattr(owner, name)
-    if id(original) in _installed["wrapped"] or getattr(original, "_tier_guarded", False):
+    if getattr(original, "_tier_guarded", False):
         return
 
     @functools.wraps(original)
@@ -74,7 +74,6 @@ def _guard(owner, name, what):
 
     guarded._tier_guarded = True
     setattr(owner, name, guarded)
-    _installed["wrapped"].add(id(guarded))
 
 
 def install():
