@@ -76,6 +76,17 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
     # Empty and blank texts: no tokens, no tags.
     assert out["blank"]["tokens"]["shape"][0] == 2 and not any(map(any, out["blank"]["tokens"]["value"]))
     assert [t for t in out["long"]["tokens"]["value"][0] if t] == ["Paris"]
+    # Entities: as many as the tags hold, each the text between its offsets, with a probability.
+    validation = [" ".join(r[0] for r in row) for row in rows]
+    answer = out["validation"]
+    for index, text in enumerate(validation):
+        count = answer["entity_count"]["value"][index]
+        tags = [tag for tag in answer["tags"]["value"][index] if tag]
+        assert count == sum(tag.startswith("B-") for tag in tags)
+        for k in range(count):
+            start, end = answer["entity_start"]["value"][index][k], answer["entity_end"]["value"][index][k]
+            assert answer["entity_text"]["value"][index][k] == text[start:end]
+            assert 0.0 < answer["entity_score"]["value"][index][k] <= 1.0
 
 
 def test_tag_vocabulary_and_unknown_validation_types():
@@ -102,6 +113,17 @@ def test_without_a_validation_file_sentences_are_split_off_seeded(tmp_path):
     assert make_task(load_recipe(tmp_path / "r.yaml")).read_splits() == (train, validation)
 
 
+def _marked(row):
+    """`token<TAB>gold<TAB>predicted` rows as `seqtasks predict` shows the predicted entities: "[New York|LOC]"."""
+    pieces = []  # [words, type or None]
+    for token, _, tag in row:
+        if tag.startswith("I-") and pieces and pieces[-1][1] == tag[2:]:
+            pieces[-1][0].append(token)
+        else:
+            pieces.append([[token], tag[2:] if tag != "O" else None])
+    return " ".join(f"[{' '.join(words)}|{kind}]" if kind else words[0] for words, kind in pieces)
+
+
 @pytest.mark.slow
 def test_eval_export_and_predict_commands(ner_run, tmp_path):
     root, run_dir, _ = ner_run.copy_to(tmp_path / "copy")  # eval writes into the run folder
@@ -111,7 +133,7 @@ def test_eval_export_and_predict_commands(ner_run, tmp_path):
         sentences = (folder / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:4]
         rows = [[line.split("\t") for line in sentence.strip().splitlines()] for sentence in sentences]
         inputs = [" ".join(r[0] for r in row) for row in rows] + ["", "   "]
-        return inputs, [" ".join(f"{r[0]}/{r[2]}" for r in row) for row in rows] + ["", ""]
+        return inputs, [_marked(row) for row in rows] + ["", "   "]
 
     check_eval_export_predict(run_dir, root / "dev.conll", examples, tmp_path / "exports", recorded)
 
@@ -123,11 +145,16 @@ def test_predict_json_lines_hold_no_padding(ner_run):
     result = seqtasks_command("predict", root / "saved_models" / "tiny" / "1", "Peter lives in Berlin .", "  ", "--json")
     first, blank = (json.loads(line) for line in result.stdout.splitlines())
     assert first["tokens"] == ["Peter", "lives", "in", "Berlin", "."] and len(first["tags"]) == 5
-    assert blank == {"tags": [], "tokens": []}
+    assert blank == {"tags": [], "tokens": [], "token_start": [], "token_end": [], "entities": []}
+    assert list(zip(first["token_start"], first["token_end"])) == [(0, 5), (6, 11), (12, 14), (15, 21), (22, 23)]
     import seqtasks
 
     model = seqtasks.load(root / "saved_models" / "tiny")
-    assert model.tag(["Peter lives in Berlin .", "  "]) == [list(zip(first["tokens"], first["tags"])), []]
+    tagged, empty = model.tag(["Peter lives in Berlin .", "  "])
+    assert (tagged.tokens, tagged.tags, empty.tokens, empty.entities) == (first["tokens"], first["tags"], [], [])
+    assert [(e.start, e.end, e.text, e.type, e.score) for e in tagged.entities] == [
+        (e["start"], e["end"], e["text"], e["type"], e["score"]) for e in first["entities"]]
+    assert model.tag([first["tokens"]])[0].tags == first["tags"]
     assert model.predict("Peter lives in Berlin .") == first
 
 
@@ -148,6 +175,27 @@ def test_heldout_documents_are_carved_from_training_and_only_when_asked(tmp_path
     assert len(heldout) == 6 and len({words[0][:2] for words, _ in heldout}) == 2
     assert len(train) + len(validation) == 24
     assert not {words[0][:2] for words, _ in heldout} & {words[0][:2] for words, _ in train + validation}
+
+
+def test_heldout_sentences_are_carved_from_a_file_without_documents(tmp_path):
+    from seqtasks.errors import SeqtasksError
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks import make_task
+
+    (tmp_path / "train.conll").write_text("".join(f"s{s}\tO\n\n" for s in range(30)), encoding="utf-8")
+    recipe = "task: ner\nseed: 4\ndata:\n  path: train.conll\n  tag_column: 1\n  validation_size: 5\n"
+    (tmp_path / "h.yaml").write_text(recipe + "  heldout_sentences: 7\n")
+    task = make_task(load_recipe(tmp_path / "h.yaml"))
+    train, validation = task.read_splits()
+    heldout = task.heldout_splits()["heldout"]
+    assert len(heldout) == 7 and len(train) + len(validation) == 23
+    assert {words[0] for words, _ in heldout + train + validation} == {f"s{s}" for s in range(30)}
+    again = make_task(load_recipe(tmp_path / "h.yaml"))
+    again.read_splits()
+    assert again.heldout_splits()["heldout"] == heldout
+    (tmp_path / "both.yaml").write_text(recipe + "  heldout_sentences: 7\n  heldout_documents: 1\n")
+    with pytest.raises(SeqtasksError, match="data.heldout_sentences: set aside documents or sentences, not both"):
+        load_recipe(tmp_path / "both.yaml")
 
 
 def test_singletons_come_last_in_the_vocabulary_only_with_singleton_unk(tmp_path):

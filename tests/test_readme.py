@@ -222,7 +222,7 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
     from seqtasks.tasks.captioning.serving import image_reader
     from seqtasks.tasks.classification_common import make_classifier_server
     from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
-    from seqtasks.tasks.ner import make_tagger_server
+    from seqtasks.tasks.ner_server import make_tagger_server
 
     decoding = SimpleNamespace(beam_width=2, n_best=1, max_length=5, length_penalty=0.0)
 
@@ -239,13 +239,13 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
     assert _signatures(make_server(seq2seq("luong"), texts, None, "translation", decoding)) == both
     assert _signatures(make_server(seq2seq("none"), texts, None, "output", decoding)) == both - {"attention"}
     assert _signatures(make_server(seq2seq("bahdanau"), images, None, "caption", decoding)) == both
-    # Sentiment: `attention` only with attention pooling; NER: `serving_default` alone.
+    # Sentiment: `attention` only with attention pooling; NER: `serving_default` and `from_tokens`.
     assert _signatures(make_classifier_server(classifier(None), None, None, ["a", "b"], 10)) == {"serving_default"}
     assert _signatures(make_classifier_server(classifier(object()), None, None, ["a", "b"], 10)) == {
         "serving_default",
         "attention",
     }
-    assert _signatures(make_tagger_server(None, None, ["O"], 10)) == {"serving_default"}
+    assert _signatures(make_tagger_server(None, None, ["O"], 10, "treebank")) == {"serving_default", "from_tokens"}
     for task in ("sentiment", "ner"):
         assert "no `with_settings`" in " ".join(_section(TASK_SECTIONS[task]).split())
     assert "no `attention`" in " ".join(_section("NER").split())

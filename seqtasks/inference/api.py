@@ -43,6 +43,32 @@ class Caption:
 
 
 @dataclass
+class Entity:
+    """A named entity: `text[start:end]` of the tagged text, its `type` (e.g. `"LOC"`) and `score`, the
+    model's probability that exactly this span has this type. Offsets count Unicode characters."""
+
+    start: int
+    end: int
+    text: str
+    type: str
+    score: float
+
+
+@dataclass
+class Tagged:
+    """A tagged text: its `entities` (`Entity`s in text order), and the `tokens` the pre-tokenizer made, their
+    `tags` (IOB2) and `offsets` (`(start, end)` pairs). For an input of tokens, `text` is the tokens joined
+    by single spaces, which the offsets count in. `entities` and `offsets` are None from a model whose
+    export has no entity outputs (a tagging task of one's own, or an NER export of before 2026-11-28)."""
+
+    text: str
+    entities: list
+    tokens: list
+    tags: list
+    offsets: list
+
+
+@dataclass
 class Scored:
     """A target's log-probability given its input (forced decoding): length-normalised as the search scores
     (`score`), in total (`log_prob`), and per token (`tokens`, the end token included, and `token_log_probs`)."""
@@ -97,7 +123,8 @@ class SeqtasksModel:
 
     - translation: `translate(texts, attention=False, **settings)` -> `Translation`s;
     - sentiment: `classify(texts)` -> `Classification`s;
-    - ner: `tag(texts)` -> lists of `(token, tag)` pairs (texts split on whitespace);
+    - ner: `tag(texts)` -> `Tagged`s: entity spans with offsets and scores, tokens and tags (a text may be a
+      list of tokens instead);
     - captioning: `caption(image_paths)` -> `Caption`s (an image's bytes may stand for its path);
     - translation and captioning: `score(inputs, targets)` -> `Scored`s, the log-probabilities of given outputs;
     - any task: `predict(inputs)` -> dicts of every output of the export's signature;
@@ -218,14 +245,36 @@ class SeqtasksModel:
         )
 
     def tag(self, texts, batch_size=64):
+        """`Tagged`s of `texts`: each a string, split by the recipe's pre-tokenizer inside the model, or a list
+        of tokens, tagged as they are (`from_tokens`). One string gives one `Tagged`; a list (of strings or
+        token lists) a list of them, so one tokenized sentence is passed as `[["John", "Smith", ...]]`."""
+        from seqtasks.inference.predict import plain_outputs
+        from seqtasks.tasks.ner_server import TOKENS_SIGNATURE
+
         self._expect("tag")
-        return self._each(
-            texts,
-            batch_size,
-            lambda out, i: [
-                (token.decode(), tag.decode()) for token, tag in zip(out["tokens"][i], out["tags"][i]) if token
-            ],
-        )
+        single = isinstance(texts, str)
+        items = [texts] if single else texts
+        if not isinstance(items, (list, tuple)) or not all(_is_text_or_tokens(item) for item in items):
+            raise SeqtasksError("expected a text, a list of tokens, or a list of texts or token lists")
+        results = [None] * len(items)
+        for tokenized in (False, True):
+            chosen = [i for i, item in enumerate(items) if isinstance(item, (list, tuple)) == tokenized]
+            for start in range(0, len(chosen), _positive(batch_size)):
+                batch = [items[i] for i in chosen[start : start + batch_size]]
+                if tokenized:
+                    width = max(1, max(len(tokens) for tokens in batch))
+                    padded = [list(tokens) + [""] * (width - len(tokens)) for tokens in batch]
+                    outputs = self._predictor.run(TOKENS_SIGNATURE, {"tokens": padded})
+                else:
+                    outputs = self._predictor.outputs(batch)
+                for offset, index in enumerate(chosen[start : start + batch_size]):
+                    row = plain_outputs(outputs, offset)
+                    text = items[index] if not tokenized else " ".join(items[index])
+                    # An export made before entity outputs existed gives tokens and tags only.
+                    entities = [Entity(**entity) for entity in row["entities"]] if "entities" in row else None
+                    offsets = list(zip(row["token_start"], row["token_end"])) if "token_start" in row else None
+                    results[index] = Tagged(text, entities, row["tokens"], row["tags"], offsets)
+        return results[0] if single else results
 
     def caption(self, image_paths, batch_size=16, prefix=None, **settings):
         """`Caption`s of images (paths or bytes); `settings` and `prefix` as for `translate` (e.g.
@@ -355,6 +404,10 @@ def _as_list(inputs, images=False):
     if not isinstance(inputs, (list, tuple)) or not all(isinstance(item, kinds) for item in inputs):
         raise SeqtasksError("expected a string or a list of strings (texts, or image paths or bytes for captioning)")
     return False, [_item(item) for item in inputs]
+
+
+def _is_text_or_tokens(item):
+    return isinstance(item, str) or (isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item))
 
 
 def _item(value):

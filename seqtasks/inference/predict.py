@@ -180,7 +180,7 @@ class Predictor:
                     if n_best is not None:
                         yield from _n_best_lines(self.spec, answer, index, n_best, as_json)
                     else:
-                        yield _json_line(answer, index) if as_json else _text_line(self.spec, answer, index)
+                        yield _json_line(answer, index) if as_json else _text_line(self.spec, answer, index, batch[index])
 
     def _check_n_best(self, n_best):
         if self.spec is None or not self.spec.n_best_outputs():
@@ -280,8 +280,11 @@ def _recipe_task(file):
 
 
 
-def _text_line(spec, outputs, index):
-    """The task's first declared output for one input; a row of tags shows as `token/TAG` pairs."""
+def _text_line(spec, outputs, index, item=None):
+    """The task's first declared output for one input. Entities show in the text, as `[New York|LOC]`; a row
+    of tags without entity outputs (an older export) as `token/TAG` pairs."""
+    if "entity_count" in outputs and isinstance(item, str):
+        return marked_entities(item, plain_outputs(outputs, index)["entities"])
     shown = outputs[spec.serving_outputs[0]][index]
     if "tokens" in outputs and shown.ndim == 1:
         pairs = zip(outputs["tokens"][index], shown)
@@ -331,4 +334,21 @@ def plain_outputs(outputs, index):
         for key, value in list(row.items()):
             if isinstance(value, list) and len(value) == len(tokens):
                 row[key] = value[:length]
+    if "entity_count" in row:
+        count = row.pop("entity_count")
+        fields = {name: row.pop(f"entity_{name}")[:count] for name in _ENTITY_FIELDS}
+        row["entities"] = [dict(zip(fields, values)) for values in zip(*fields.values())]
     return row
+
+
+# NER's per-entity outputs (`entity_<field>`, padded, with `entity_count`), as `plain_outputs` groups them.
+_ENTITY_FIELDS = ("start", "end", "text", "type", "score")
+
+
+def marked_entities(text, entities):
+    """`text` with each entity bracketed and typed in place: "John lives in [New York|LOC]."."""
+    pieces, position = [], 0
+    for entity in entities:
+        pieces += [text[position : entity["start"]], f"[{text[entity['start'] : entity['end']]}|{entity['type']}]"]
+        position = entity["end"]
+    return "".join(pieces + [text[position:]])

@@ -141,6 +141,88 @@ def viterbi_decode(potentials, mask, transitions, start_scores, end_scores):
     return tags[:, :-1], score
 
 
+def segment_log_probs(potentials, mask, transitions, start_scores, end_scores, tags, starts, continuation):
+    """The log probability of each segment of a tag path, ending where it does (`keras.ops` only).
+
+    The distribution is the CRF's over the paths of finite score: a path's
+    probability is `exp(score) / Z`, `Z` summed over those paths only, so
+    forbidden moves have probability 0. At each real position `t`, with `s`
+    the latest position `<= t` where `starts` is true (0 if none), the
+    result is `log P(y[s..t] == tags[s..t] and y[t+1] != continuation[tags[t]])`;
+    at the last real position the path ends, and only the first condition
+    remains. Read at a segment's last position, it is the log probability
+    that the segment (an entity span) is exactly right, computed from
+    forward and backward log-sums like `Z`.
+
+    Args:
+        potentials: `(batch, time, num_tags)` float tag scores.
+        mask: `(batch, time)` bool, `False` at padding (at the end), or `None`.
+        transitions: `(num_tags, num_tags)` float32 scores, `[from, to]`, as
+            `viterbi_decode` takes them; `FORBIDDEN` (-inf) rules a move out.
+        start_scores, end_scores: `(num_tags,)` float32 scores of the first
+            and last tag; `FORBIDDEN` where a tag may not start (or end) a path.
+        tags: `(batch, time)` int tag path (e.g. the Viterbi one), ids in
+            `[0, num_tags)` at real positions; ignored at padding.
+        starts: `(batch, time)` bool, `True` where a segment begins.
+        continuation: `(num_tags,)` int, for each tag the tag that would
+            continue its segment (IOB2: `I-X` for `B-X` and `I-X`), or -1 for
+            a tag no tag continues (`O`).
+
+    Returns:
+        `(batch, time)` float32 log probabilities, 0 at padding. `-inf` where
+        no path of finite score agrees, and everywhere in a sequence that
+        has no path of finite score at all (never NaN).
+    """
+    steps, step_mask = _time_major(potentials, mask)
+    num_tags = ops.shape(steps)[2]
+    tags = ops.swapaxes(ops.pad(tags, ((0, 0), (0, 1))), 0, 1)
+    tags = ops.where(step_mask, tags, ops.zeros_like(tags))
+    starts = ops.swapaxes(ops.pad(starts, ((0, 0), (0, 1))), 0, 1)
+
+    def forward(log_alpha, inputs):
+        emission, keep = _split(inputs)
+        scores = ops.logsumexp(ops.expand_dims(log_alpha, 2) + transitions, axis=1) + emission
+        log_alpha = ops.where(ops.expand_dims(keep, 1), scores, log_alpha)
+        return log_alpha, log_alpha
+
+    first = start_scores + steps[0]
+    log_alpha, later = ops.scan(forward, first, _joined(steps[1:], step_mask[1:]))
+    log_partition = ops.logsumexp(log_alpha + end_scores, axis=1)
+    log_alphas = ops.concatenate([ops.expand_dims(first, 0), later])
+    at_tags = ops.take_along_axis(log_alphas, ops.expand_dims(tags, 2), axis=2)[..., 0]
+    emissions = ops.take_along_axis(steps, ops.expand_dims(tags, 2), axis=2)[..., 0]
+    rows = ops.take(transitions, tags[:-1], axis=0)
+    moves = ops.take_along_axis(rows, ops.expand_dims(tags[1:], 2), axis=2)[..., 0]
+
+    # Carried by a scan, not a difference of running sums, where -inf - -inf would be NaN.
+    # Of each step's two candidates one is -inf, so the maximum picks the other.
+    def segment(score, inputs):
+        score = ops.maximum(inputs[:, 0], score + inputs[:, 1])
+        return score, score
+
+    restart = ops.where(starts[1:], at_tags[1:], FORBIDDEN)
+    extend = ops.where(starts[1:], FORBIDDEN, moves + emissions[1:])
+    _, segments = ops.scan(segment, at_tags[0], ops.stack([restart, extend], axis=-1))
+    segments = ops.concatenate([at_tags[:1], segments])
+
+    def backward(log_beta, inputs):
+        emission, keep = _split(inputs)
+        ahead = emission + log_beta
+        scores = ops.logsumexp(ops.expand_dims(ahead, 1) + transitions, axis=2)
+        return ops.where(ops.expand_dims(keep, 1), scores, end_scores), ahead
+
+    # What the first carry feeds is replaced: by the end scores at the last real step, by 0 at padding.
+    _, ahead = ops.scan(backward, ops.zeros_like(first), _joined(steps[1:], step_mask[1:]), reverse=True)
+    stops = ops.not_equal(ops.arange(num_tags), ops.expand_dims(ops.take(continuation, tags[:-1]), 2))
+    leave = ops.logsumexp(ops.where(stops, rows + ahead, FORBIDDEN), axis=2)
+    leave = ops.where(step_mask[1:], leave, ops.take(end_scores, tags[:-1]))
+
+    joint = segments[:-1] + leave
+    # Where no path has a finite score, log Z is -inf too: -inf, not NaN.
+    log_probs = ops.where(joint > FORBIDDEN, joint - log_partition, FORBIDDEN)
+    return ops.swapaxes(ops.where(step_mask[:-1], log_probs, ops.zeros_like(log_probs)), 0, 1)
+
+
 def constraint_scores(allowed, shape):
     """float32 scores for `viterbi_decode`: 0 where `allowed` (nested bools, or `None`: all) is true, else `FORBIDDEN`."""
     if allowed is None:
@@ -196,6 +278,20 @@ class CRF(keras.layers.Layer):
     probability of the given int `(batch, time)` tag paths (tags at padding
     are ignored but must be valid ids, e.g. 0). Train with its negative mean.
 
+    `segment_log_probs(potentials, tags, starts, continuation, mask=None)`
+    gives the confidence of each segment (e.g. entity span) of a path, under
+    the constrained distribution decoding uses (forbidden paths have
+    probability 0). Its arguments: `potentials` as for a call, `tags`
+    `(batch, time)` int, the path (e.g. the decoded one); `starts`
+    `(batch, time)` bool, `True` where a segment begins; `continuation`
+    `(num_tags,)` int, the tag that would continue a segment ending in each
+    tag (IOB2: `I-X` for `B-X` and `I-X`), -1 for none (`O`); `mask` as for a
+    call. It returns `(batch, time)` float32, 0 at padding: at each position
+    `t`, the log probability that the tags from the segment's start through
+    `t` are those of `tags` and that the next tag does not continue them
+    (see the function `segment_log_probs`). Read at a segment's last
+    position, it is the log probability that the segment is exactly right.
+
     Example:
 
     >>> crf = CRF(num_tags=3)
@@ -207,6 +303,10 @@ class CRF(keras.layers.Layer):
     >>> potentials = np.array([[[1.0, 0.0, 0.0], [0.0, 0.0, 2.0]]], "float32")
     >>> keras.ops.convert_to_numpy(iob2(potentials)[0]).tolist()  # O I-PER is not IOB2
     [[1, 2]]
+    >>> tags, starts, continuation = np.array([[1, 2]]), np.array([[True, False]]), np.array([-1, 2, 2])
+    >>> log_probs = iob2.segment_log_probs(np.zeros((1, 2, 3), "float32"), tags, starts, continuation)
+    >>> np.exp(keras.ops.convert_to_numpy(log_probs)).round(3)  # B-PER I-PER: 1 of the 5 IOB2 paths
+    array([[0.4, 0.2]], dtype=float32)
 
     Reference:
         Lafferty, McCallum & Pereira, "Conditional Random Fields", ICML 2001;
@@ -248,10 +348,16 @@ class CRF(keras.layers.Layer):
         self.built = True
 
     def call(self, potentials, mask=None):
+        return viterbi_decode(potentials, mask, *self._constrained_scores())
+
+    def segment_log_probs(self, potentials, tags, starts, continuation, mask=None):
+        """`segment_log_probs` under the constrained scores that calling the layer decodes with."""
+        transitions, start_scores, end_scores = self._constrained_scores()
+        return segment_log_probs(potentials, mask, transitions, start_scores, end_scores, tags, starts, continuation)
+
+    def _constrained_scores(self):
         n = self.num_tags
-        return viterbi_decode(
-            potentials,
-            mask,
+        return (
             ops.cast(self.transitions, "float32") + constraint_scores(self.allowed_transitions, (n, n)),
             ops.cast(self.start_transitions, "float32") + constraint_scores(self.allowed_starts, (n,)),
             ops.cast(self.end_transitions, "float32"),

@@ -59,9 +59,12 @@ class SequenceTagger(keras.Model):
 
     Returns:
         Potentials `(batch, time, num_tags)`. `decode(inputs)` returns the
-        int32 tags `(batch, time)`, 0 at padding. The model computes its own
-        loss (`compute_loss`): the CRF's negative log-likelihood, or the
-        softmax cross-entropy over real tokens; compile it with no `loss`.
+        int32 tags `(batch, time)`, 0 at padding;
+        `segment_log_probs(inputs, tags, starts, continuation)` the log
+        probability of each segment (entity span) of a tag path. The model
+        computes its own loss (`compute_loss`): the CRF's negative
+        log-likelihood, or the softmax cross-entropy over real tokens;
+        compile it with no `loss`.
     """
 
     def __init__(
@@ -214,8 +217,15 @@ class SequenceTagger(keras.Model):
 
     def decode(self, inputs):
         """The best tags `(batch, time)` int32 (inference mode), 0 at padding."""
+        return self.decode_potentials(inputs)[1]
+
+    def decode_potentials(self, inputs):
+        """`(potentials, tags)`: the potentials of a call (inference mode) and the best tags, as `decode`,
+        so that `segment_log_probs` can reuse the potentials."""
         potentials = self(inputs, training=False)
-        mask = ops.not_equal(ops.cast(inputs["words"], "int32"), PAD_ID)
+        return potentials, self._best_tags(potentials, ops.not_equal(ops.cast(inputs["words"], "int32"), PAD_ID))
+
+    def _best_tags(self, potentials, mask):
         if self.crf is not None:
             return self.crf(potentials, mask=mask)[0]
         if self.allowed_transitions is None and self.allowed_starts is None:
@@ -226,6 +236,46 @@ class SequenceTagger(keras.Model):
         transitions = constraint_scores(self.allowed_transitions, (n, n))
         starts = constraint_scores(self.allowed_starts, (n,))
         return viterbi_decode(log_probabilities, mask, transitions, starts, ops.zeros((n,), "float32"))[0]
+
+    def segment_log_probs(self, inputs, tags, starts, continuation, potentials=None):
+        """The log probability of each segment of a tag path (inference mode): an entity span's confidence.
+
+        Args:
+            inputs: the model's inputs, as for a call.
+            tags: `(batch, time)` int tag path, e.g. what `decode` returns.
+            starts: `(batch, time)` bool, `True` where a segment begins (the
+                first token always begins one).
+            continuation: `(num_tags,)` int, the tag that continues a segment
+                ending in each tag (IOB2: `I-X` for `B-X` and `I-X`), -1 for
+                none; only the CRF uses it.
+            potentials: optional, the potentials `decode_potentials` gave for
+                `inputs`, so the encoder does not run again.
+
+        Returns:
+            `(batch, time)` float32, 0 at padding. At each token `t`, with `s`
+            the start of its segment: with a CRF, the log probability that
+            tokens `s..t` have `tags[s..t]` and the next tag does not continue
+            them (`CRF.segment_log_probs`, under the decoding constraints);
+            with softmax output, the sum of the tokens' log probabilities of
+            `tags[s..t]`, each token being tagged alone. Read at a segment's
+            last token, it is the log probability that the segment is right.
+        """
+        if potentials is None:
+            potentials = self(inputs, training=False)
+        mask = ops.not_equal(ops.cast(inputs["words"], "int32"), PAD_ID)
+        if self.crf is not None:
+            return self.crf.segment_log_probs(potentials, tags, starts, continuation, mask=mask)
+        log_probabilities = ops.log_softmax(ops.cast(potentials, "float32"), axis=-1)
+        tags = ops.where(mask, ops.cast(tags, "int32"), 0)
+        chosen = ops.take_along_axis(log_probabilities, ops.expand_dims(tags, -1), axis=-1)[..., 0]
+        steps = ops.transpose(ops.stack([chosen, ops.cast(starts, "float32")], axis=-1), (1, 0, 2))
+
+        def segment(total, step):
+            total = ops.where(step[:, 1] > 0.5, step[:, 0], total + step[:, 0])
+            return total, total
+
+        _, totals = ops.scan(segment, ops.zeros_like(steps[0, :, 0]), steps)
+        return ops.where(mask, ops.transpose(totals, (1, 0)), 0.0)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mask = ops.not_equal(ops.cast(x["words"], "int32"), PAD_ID)

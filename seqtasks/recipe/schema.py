@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from seqtasks.text.pretokenizers import PRETOKENIZERS
 from seqtasks.text.special_ids import SMALLEST_SENTENCEPIECE_VOCAB
 
 # Upper bounds of the integer fields, far above what a recipe needs: a slip (three
@@ -607,6 +608,13 @@ class TaggingDataConfig:
         min=0,
         max=MAX_EXAMPLES,
     )
+    heldout_sentences: int = spec(
+        0,
+        "Sentences of the training file set aside, picked by the seed, for files without documents "
+        "(tweets): reported as `heldout`, as heldout_documents are (0: none).",
+        min=0,
+        max=MAX_EXAMPLES,
+    )
     url: str = spec("", "Where the data set can be downloaded; for reference only, never fetched.")
     token_column: int = spec(0, "0-based column of the token.", min=0, max=MAX_COLUMN)
     tag_column: int = spec(
@@ -622,12 +630,21 @@ class TaggingDataConfig:
     min_word_count: int = spec(1, "Training words seen fewer times are [UNK].", min=1, max=MAX_EXAMPLES)
     max_word_length: int = spec(20, "Characters of each word read by the character features.", min=1, max=1000)
     max_length: int = spec(200, "Tokens tagged per served sentence; later tokens are cut off.", min=1, max=MAX_LENGTH)
+    pretokenizer: Literal[PRETOKENIZERS] = spec(
+        "whitespace",
+        "How the export splits a raw text into tokens, inside the graph: the convention the training data was "
+        "made with. 'whitespace': at whitespace only; 'treebank': Penn Treebank and CoNLL-2003 (punctuation, "
+        "brackets, quotes and 's / n't split off; 'U.S.', '3.5', 'e-mail' whole); 'tweet': keeps URLs, "
+        "@mentions, #hashtags, emoticons and emoji whole (seqtasks.text.pretokenizers).",
+    )
 
     def check(self):
         if not self.path:
             return [("path", "required: the CoNLL training file")]
         if self.tag_column >= 0 and self.tag_column == self.token_column:
             return [("tag_column", f"must differ from token_column ({self.token_column})")]
+        if self.heldout_sentences and self.heldout_documents:
+            return [("heldout_sentences", "set aside documents or sentences, not both (heldout_documents is set)")]
         return []
 
 

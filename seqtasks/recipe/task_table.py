@@ -108,7 +108,8 @@ TASKS = {
             data_config=TaggingDataConfig,
             model_config=TaggerModelConfig,
             implementation="seqtasks.tasks.ner:NerTask",
-            serving_outputs=("tags", "tokens"),
+            serving_outputs=("tags", "tokens", "token_start", "token_end", "entity_count", "entity_start",
+                             "entity_end", "entity_type", "entity_text", "entity_score"),
             client_method="tag",
         ),
         TaskSpec(

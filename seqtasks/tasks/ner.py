@@ -9,6 +9,8 @@ _BUCKETS = [8, 16, 24, 32, 48, 64, 96, 128]
 _VOCABULARY_FILES = ("word_vocab.txt", "char_vocab.txt", "tags.txt")
 # The id of the first word seen once in training; those words come last in word_vocab.txt.
 _SINGLETONS_FILE = "first_singleton.txt"
+# Training sentences the pre-tokenizer is checked on, from the start of the file.
+_PRETOKENIZER_SAMPLE = 2000
 
 
 def tag_vocabulary(config, train, validation):
@@ -72,39 +74,6 @@ def predict_tags(model, featurizer, tags, sentences, batch_size):
     return predict_in_batches(predict_batch, sentences, batch_size, "Tagging", [len(words) for words in sentences])
 
 
-def make_tagger_server(model, featurizer, tags, max_length):
-    """A `tf.Module` whose `serve` maps whitespace-tokenized `text` `[None]` to `tokens` and `tags`.
-
-    Texts are cut to `text_character_limit(max_length)` characters, then to
-    `max_length` tokens. Both outputs are `[None, None]`, padded at the end with `""`; a
-    token is never empty, so a row's real tokens and tags are its first
-    `count_nonzero(tokens != "")` entries, and an empty or blank text has none.
-    """
-    import tensorflow as tf
-
-    from seqtasks.tasks.serving_limits import cut_text
-
-    class TaggerServer(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.featurizer = featurizer
-            self.tags = tf.constant(tags)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
-        def serve(self, text):
-            tokens = tf.strings.split(cut_text(text, max_length))[:, :max_length]
-            features = self.featurizer.features(tokens)
-            ids = self.model.decode(features)
-            real = tf.not_equal(features["words"], 0)
-            names = tf.where(real, tf.gather(self.tags, ids), "")
-            words = tokens.to_tensor("")
-            words = tf.pad(words, [[0, 0], [0, tf.shape(ids)[1] - tf.shape(words)[1]]], constant_values="")
-            return {"tokens": words, "tags": names}
-
-    return TaggerServer()
-
-
 class NerTask(Task):
     """CoNLL sentences -> word, character and tag vocabularies -> `SequenceTagger` -> seqeval entity F1."""
 
@@ -121,6 +90,9 @@ class NerTask(Task):
             train, self.heldout = split_documents(documents, config.heldout_documents, self.recipe.seed)
         else:
             train = self._read(config.path)
+        if config.heldout_sentences:
+            documents = [[sentence] for sentence in train]
+            train, self.heldout = split_documents(documents, config.heldout_sentences, self.recipe.seed)
         if config.validation_path:
             return train, self._read(config.validation_path)
         return split_examples(train, config.validation_size, self.recipe.seed)
@@ -131,7 +103,8 @@ class NerTask(Task):
         return vectors_path(self.recipe.model.word_vectors)
 
     def heldout_splits(self):
-        # Whole documents: sentences of one story share names, so a split by sentence would leak them.
+        # Whole documents where the file has them: sentences of one story share names, so a split by
+        # sentence would leak them.
         return {"heldout": self.heldout} if getattr(self, "heldout", None) else {}
 
     def read_file(self, path):
@@ -186,9 +159,23 @@ class NerTask(Task):
             write_text_atomic(run_dir / _SINGLETONS_FILE, f"{first_singleton}\n")
         self._set(word_vocab, char_vocab, tags, first_singleton)
         self.run_dir = run_dir
+        self._check_pretokenizer(train)
         singletons = f" ({trained - first_singleton} seen once)" if singletons_last else ""
         added = f", {len(word_vocab) - trained} more from the word vectors" if len(word_vocab) > trained else ""
         print(f"Vocabularies: {trained} words{singletons}{added}, {len(char_vocab)} characters")
+
+    def _check_pretokenizer(self, train):
+        """Prints how many training sentences, written out as text, the export's pre-tokenizer splits as the
+        data does: a low share means `data.pretokenizer` is not the convention the data was made with."""
+        from seqtasks.text.pretokenizers import agreement
+
+        name = self.recipe.data.pretokenizer
+        sample = [words for words, _ in train[:_PRETOKENIZER_SAMPLE]]
+        self.pretokenizer_agreement = round(agreement(sample, name), 4)
+        print(f"Pre-tokenizer {name!r}: {self.pretokenizer_agreement:.1%} of {len(sample)} training sentences, "
+              "written out as text, split back into their tokens")
+        if self.pretokenizer_agreement < 0.9:
+            print("  Raw text will be tagged worse than the data: is data.pretokenizer the data's convention?")
 
     def restore(self, run_dir):
         from seqtasks.training.run_folders import read_lines
@@ -255,8 +242,10 @@ class NerTask(Task):
         batch_size = self.recipe.training.batch_size
         tokens_per_batch = sum(len(words) for words, _ in train) / max(1, -(-len(train) // batch_size))
         coverage = read_coverage(self.run_dir)
+        agreement = getattr(self, "pretokenizer_agreement", None)
         return {
             **({"word_vectors": coverage} if coverage else {}),
+            **({"pretokenizer_agreement": agreement} if agreement is not None else {}),
             "train_sentences": len(train),
             "validation_sentences": len(validation),
             # Wall time of `fit`, validation passes and tracing included.
@@ -332,9 +321,13 @@ class NerTask(Task):
     def reading_limits(self):
         return [
             super().reading_limits()[0],
-            f"The first {self.recipe.data.max_length} whitespace-separated tokens of a text are tagged; "
-            "later ones are cut off (`data.max_length`).",
+            f"A text is split into tokens by the `{self.recipe.data.pretokenizer}` pre-tokenizer "
+            f"(`data.pretokenizer`); its first {self.recipe.data.max_length} tokens are tagged and later ones "
+            "are cut off (`data.max_length`). Offsets count Unicode characters.",
         ]
 
     def serving_module(self, model):
-        return make_tagger_server(model, self.featurizer, self.tags, self.recipe.data.max_length)
+        from seqtasks.tasks.ner_server import make_tagger_server
+
+        data = self.recipe.data
+        return make_tagger_server(model, self.featurizer, self.tags, data.max_length, data.pretokenizer)

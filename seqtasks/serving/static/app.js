@@ -319,34 +319,33 @@ function entityColour(type, assigned) {
   return assigned.get(type);
 }
 
-// IOB2 tags to runs: {type, tokens}, type null outside entities. An I-X that doesn't continue an X starts one.
-function entityRuns(tokens, tags) {
-  const runs = [];
-  tokens.forEach((token, i) => {
-    const dash = tags[i].indexOf("-");
-    const prefix = dash < 0 ? "O" : tags[i].slice(0, dash);
-    const type = dash < 0 ? null : tags[i].slice(dash + 1);
-    const last = runs[runs.length - 1];
-    if (last && last.type === type && (type === null || prefix === "I")) last.tokens.push(token);
-    else runs.push({ type, tokens: [token] });
-  });
-  return runs;
+// The answer's entity spans, the padded entity_* outputs cut to entity_count.
+function entitySpans(prediction) {
+  return prediction.entity_start.slice(0, prediction.entity_count).map((start, i) => ({
+    start, end: prediction.entity_end[i], type: prediction.entity_type[i], score: prediction.entity_score[i],
+  }));
 }
 
 function nerView(model) {
   return taskForm([textInput("Text", "Ana vive en Madrid")], "Find entities", async (results) => {
     const text = readText(model);
     const { predictions } = await api(modelUrl(model, "predict"), { instances: [text] });
-    const { tokens, tags } = predictions[0];
+    // Offsets count Unicode characters, not the UTF-16 units of a JavaScript string.
+    const characters = Array.from(text);
     const colours = new Map();
     const parts = [];
-    for (const run of entityRuns(tokens, tags)) {
-      if (parts.length) parts.push(" ");
-      const words = run.tokens.join(" ");
-      if (run.type === null) parts.push(words);
-      else parts.push(el("mark", { class: "entity", style: `background-color: ${entityColour(run.type, colours)}` },
-        [words, " ", el("span", { class: "entity-type", text: run.type })]));
+    let position = 0;
+    for (const span of entitySpans(predictions[0])) {
+      parts.push(characters.slice(position, span.start).join(""));
+      const score = `${(100 * span.score).toFixed(1)}%`;
+      parts.push(el("mark", {
+        class: "entity", title: `${span.type}, probability ${score}`,
+        style: `background-color: ${entityColour(span.type, colours)}`,
+      }, [characters.slice(span.start, span.end).join(""), " ",
+        el("span", { class: "entity-type", text: `${span.type} ${score}` })]));
+      position = span.end;
     }
+    parts.push(characters.slice(position).join(""));
     const legend = el("ul", { class: "legend", "aria-label": "Entity types" }, [...colours].map(([type, colour]) =>
       el("li", {}, [el("span", { class: "swatch", style: `background-color: ${colour}` }), type])));
     results.append(resultBlock("Entities", [

@@ -1,0 +1,169 @@
+"""Pre-tokenizers: raw text -> tokens with character offsets, the same in Python and in a TensorFlow graph.
+
+A pre-tokenizer is a list of regular-expression rewrites that only insert a
+boundary mark between characters; tokens are then the runs of characters
+that are neither whitespace nor a mark. Since no character of the text is
+changed or dropped, every token is a piece of the text, and its offsets are
+its position in the marked text less the marks before it. The rules are
+written in the part of the syntax where Python's `re` and RE2 (TensorFlow's
+`tf.strings.regex_replace`) agree: no look-around, no `\\w`, `\\d`, `\\s` or
+`\\b` (whose meaning differs between them), only literal characters and
+ASCII ranges in classes. `tests/test_pretokenizers.py` checks the two
+engines agree on thousands of generated strings.
+
+Offsets count Unicode code points, as Python's `str` indexes do:
+`text[start:end] == token` for every token.
+
+- `whitespace`: split at whitespace only (the exports before recipes named
+  a pre-tokenizer).
+- `treebank`: the Penn Treebank conventions CoNLL-2003 and SST were made
+  with: brackets, quotes, `;!?`, ellipses and dashes (`--`) stand alone;
+  commas and colons are split off except between digits ("1,000", "3:30");
+  the clitics `'s 'm 'd 'll 're 've n't` are split from their word ("does
+  n't"); a full stop is split off at the end of the text (before closing
+  quotes and brackets) and after three lower-case letters before a capital
+  ("... home. Then"), so "U.S.", "Mr.", "vs.", "a.m." and "3.5" stay whole; hyphens stay inside words ("e-mail", "4-55");
+  `$` before and `%` after a number are split off; each emoji stands alone.
+- `tweet`: URLs, @mentions, #hashtags, emoticons (":)", ";-P", "<3"),
+  emoji and HTML entities ("&lt;", as tweets were collected) are kept whole; brackets, quotes, `,;!?`, ellipses and a full stop or
+  colon before whitespace are split off; contractions stay whole ("I'm"),
+  as most of WNUT-17 has them.
+"""
+
+import re
+
+# Whitespace as Python's `str.isspace` knows it.
+_SPACE = "\t\n\v\f\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# The boundary mark the rules insert, and the sentinel put around the text so a
+# rule can see where it ends without `$` (which differs between the engines).
+_MARK = "\ue000"
+_EDGE = "\ue001"
+# Both are read as whitespace where a text holds them (private-use characters).
+_SEPARATORS = _SPACE + _MARK + _EDGE
+_SEP = f"[{_SEPARATORS}]"
+_NONSEP = f"[^{_SEPARATORS}]"
+_M = _MARK
+
+_EMOJI = "\U0001f000-\U0001faff\u2600-\u27bf\u2300-\u23ff\u2b00-\u2bff"
+_EMOJI_RUN = f"[\U0001f1e6-\U0001f1ff][\U0001f1e6-\U0001f1ff]|[{_EMOJI}][\ufe0f\u20e3\U0001f3fb-\U0001f3ff]*(?:\u200d[{_EMOJI}][\ufe0f]*)*"
+_ALONE = "()\\[\\]{}\"\u201c\u201d\u201e\u00ab\u00bb;!?\u00bf\u00a1\u2026"
+_APOSTROPHE = "'\u2019"
+# Latin-1 letters: RE2 and Python disagree on \\p{...}, so the letters beyond ASCII are listed.
+_UPPER = "\u00c0-\u00d6\u00d8-\u00de"
+_LOWER = "\u00df-\u00f6\u00f8-\u00ff"
+
+_TREEBANK = [
+    (f"({_EMOJI_RUN})", f"{_M}\\1{_M}"),
+    (f"([{_ALONE}]|\\.\\.+|--+)", f"{_M}\\1{_M}"),
+    ("([0-9])(%)", f"\\1{_M}\\2"),
+    ("(\\$)([0-9])", f"\\1{_M}\\2"),
+    ("([,:])([^0-9])", f"{_M}\\1{_M}\\2"),
+    ("([^0-9])([,:])", f"\\1{_M}\\2{_M}"),
+    (f"({_NONSEP})([nN][{_APOSTROPHE}][tT])([^A-Za-z])", f"\\1{_M}\\2\\3"),
+    (f"([^{_SEPARATORS}{_APOSTROPHE}])([{_APOSTROPHE}](?:s|S|m|M|d|D|ll|LL|re|RE|ve|VE))([^A-Za-z])", f"\\1{_M}\\2\\3"),
+    # A quote closing a word ("players'") or opening one ("'Hello").
+    (f"({_NONSEP})([{_APOSTROPHE}\u2018]+)([{_SEPARATORS}.,;:!?)\\]}}])", f"\\1{_M}\\2\\3"),
+    (f"([{_SPACE}{_EDGE}])([{_APOSTROPHE}\u2018`]+)({_NONSEP})", f"\\1\\2{_M}\\3"),
+    (f"([^{_SEPARATORS}.])(\\.)([{_SEPARATORS}{_APOSTROPHE}\u2018\"\u201d)\\]}}]*{_EDGE})", f"\\1{_M}\\2\\3"),
+    (f"([a-z{_LOWER}][a-z{_LOWER}][a-z{_LOWER}])(\\.)([{_SEPARATORS}\"\u201d{_APOSTROPHE})\\]]*[{_SPACE}][{_SEPARATORS}]*[A-Z{_UPPER}\"\u201c{_APOSTROPHE}\u00bf\u00a1])",
+     f"\\1{_M}\\2\\3"),
+]
+
+_URL = f"(?:[hH][tT][tT][pP][sS]?://|www\\.)[^{_SEPARATORS}]*[^{_SEPARATORS}.,;:!?)\\]}}\"'\u2019\u201d\u2026]"
+_EMOTICON = "<3|[:;=][-o'^]?[()\\[\\]dDpPoO/|*3]"
+_PUNCTUATION = ",;!?()\\[\\]{}\"\u201c\u201d\u201e\u00ab\u00bb\u00bf\u00a1\u2026"
+_TWEET = [
+    (
+        f"({_URL}|&[A-Za-z]+;|&#[0-9]+;|@[A-Za-z0-9_]+|#[^{_SEPARATORS}{_PUNCTUATION}#@.:'\u2019]+|{_EMOTICON}|{_EMOJI_RUN})"
+        f"|([{_PUNCTUATION}]|\\.\\.+)",
+        f"{_M}\\1\\2{_M}",
+    ),
+    (f"([^{_SEPARATORS}.])([.:])({_SEP})", f"\\1{_M}\\2\\3"),
+]
+
+RULES = {"whitespace": [], "treebank": _TREEBANK, "tweet": _TWEET}
+PRETOKENIZERS = tuple(RULES)
+
+
+def _check(name):
+    if name not in RULES:
+        raise ValueError(f"Expected one of {set(PRETOKENIZERS)}. Received: pretokenizer={name!r}")
+
+
+def pretokenize(text, name):
+    """`[(token, start, end)]` of one text, by the pre-tokenizer `name` (Python's `re`; the reference)."""
+    _check(name)
+    marked = _EDGE + re.sub(f"[{_MARK}{_EDGE}]", " ", text) + _EDGE
+    for pattern, replacement in RULES[name]:
+        marked = re.sub(pattern, replacement, marked)
+    tokens, inserted, position = [], 0, 0
+    for match in re.finditer(f"{_NONSEP}+", marked):
+        inserted += sum(1 for c in marked[position : match.start()] if c in (_MARK, _EDGE))
+        position = match.start()
+        start = match.start() - inserted
+        tokens.append((match.group(), start, start + len(match.group())))
+    return tokens
+
+
+def pretokenize_graph(texts, name):
+    """`(tokens, starts, ends)` of a `[batch]` string tensor, by the pre-tokenizer `name`, in TensorFlow ops.
+
+    Returns three `[batch, None]` ragged tensors: the tokens (string) and
+    each token's start and end (int32) in Unicode characters of its text.
+    """
+    import tensorflow as tf
+    import tensorflow_text as text_ops
+
+    _check(name)
+    marked = tf.strings.regex_replace(texts, f"[{_MARK}{_EDGE}]", " ")
+    marked = tf.strings.join([_EDGE, marked, _EDGE])
+    for pattern, replacement in RULES[name]:
+        marked = tf.strings.regex_replace(marked, pattern, replacement)
+    tokens, begins, _ = text_ops.regex_split_with_offsets(marked, f"{_SEP}+")
+    rows = tf.gather(marked, tokens.value_rowids())
+    before = tf.strings.substr(rows, tf.zeros_like(begins.flat_values), begins.flat_values)
+    characters = tf.strings.length(before, unit="UTF8_CHAR")
+    marks = characters - tf.strings.length(tf.strings.regex_replace(before, f"[{_MARK}{_EDGE}]", ""), unit="UTF8_CHAR")
+    starts = characters - marks
+    ends = starts + tf.strings.length(tokens.flat_values, unit="UTF8_CHAR")
+    return tokens, tokens.with_flat_values(starts), tokens.with_flat_values(ends)
+
+
+# Tokens that attach to the one before (no space) and to the one after, when text is rebuilt from tokens.
+_CLOSING = {".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "...", "'s", "'S", "n't", "N'T", "'m", "'M", "'d", "'D",
+            "'ll", "'LL", "'re", "'RE", "'ve", "'VE", "'"}
+_OPENING = {"(", "[", "{", "$", "``"}
+
+
+def detokenize(tokens):
+    """`(text, spans)`: tokens joined as a writer would type them, and each token's `(start, end)` in the text.
+
+    The rule, the reverse of the `treebank` pre-tokenizer's: no space before
+    closing punctuation (`. , ; : ! ? ) ] } % ...`), the clitics (`'s n't 're`
+    ...) and a lone `'`; no space after `( [ { $`; a `"` alternately opens
+    (no space after) and closes (no space before); one space elsewhere.
+    Used to turn a tokenized data set into the raw text a user would send.
+    """
+    text, spans, glue, quotes = "", [], False, 0
+    for token in tokens:
+        closing = token in _CLOSING or (token == '"' and quotes % 2 == 1)
+        if text and not glue and not closing:
+            text += " "
+        spans.append((len(text), len(text) + len(token)))
+        text += token
+        glue = token in _OPENING or (token == '"' and quotes % 2 == 0)
+        if token == '"':
+            quotes += 1
+    return text, spans
+
+
+def agreement(sentences, name):
+    """The share of token lists that pre-tokenizer `name` (the graph's, as an export runs it) splits back into
+    the same tokens once `detokenize`d: how well it matches the convention a data set was made with."""
+    import tensorflow as tf
+
+    if not sentences:
+        return 1.0
+    tokens, _, _ = pretokenize_graph(tf.constant([detokenize(words)[0] for words in sentences]), name)
+    same = sum(row == [word.encode() for word in words] for row, words in zip(tokens.to_list(), sentences))
+    return same / len(sentences)

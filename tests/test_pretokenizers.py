@@ -1,0 +1,111 @@
+"""Pre-tokenizers against hand-written cases, their offsets, and the graph against Python on generated text."""
+
+import random
+
+import pytest
+
+from seqtasks.text.pretokenizers import PRETOKENIZERS, detokenize, pretokenize, pretokenize_graph
+
+TREEBANK = [
+    ("John Smith lives in New York.", "John Smith lives in New York ."),
+    ("I bought shares of Apple and Microsoft (NASDAQ) yesterday.",
+     "I bought shares of Apple and Microsoft ( NASDAQ ) yesterday ."),
+    ("It's not bad at all!", "It 's not bad at all !"),
+    ("He doesn't know, and we can't tell.", "He does n't know , and we ca n't tell ."),
+    ("I'm sure they'll say we're right and you've lost; I'd go.",
+     "I 'm sure they 'll say we 're right and you 've lost ; I 'd go ."),
+    ("The U.S. economy grew 3.5% in 1996, Mr. Smith said at 9 a.m. on Monday.",
+     "The U.S. economy grew 3.5 % in 1996 , Mr. Smith said at 9 a.m. on Monday ."),
+    ("Fulham won 4-55 after an e-mail; 1,000 fans at 3:30: great", "Fulham won 4-55 after an e-mail ; 1,000 fans at 3:30 : great"),
+    ('"Hello," she said.', '" Hello , " she said .'),
+    ("The players' union said 'no'.", "The players ' union said ' no ' ."),
+    ("He paid $5 -- or US$ 10 -- for it?", "He paid $ 5 -- or US$ 10 -- for it ?"),
+    ("Zürich and São Paulo ... then Köln…", "Zürich and São Paulo ... then Köln …"),
+    ("Sampras ( U.S. ) vs. Voinea won.", "Sampras ( U.S. ) vs. Voinea won ."),
+    ('He said: "We won." Then (he left.)', 'He said : " We won . " Then ( he left . )'),
+    ("He came home. Then he left. Él volvió.", "He came home . Then he left . Él volvió ."),
+    ("[Reuters] {note}", "[ Reuters ] { note }"),
+    ("“Quoted” «guillemets» ¿Qué? ¡Sí!", "“ Quoted ” « guillemets » ¿ Qué ? ¡ Sí !"),
+    ("O'Brien and O’Neal don’t", "O'Brien and O’Neal do n’t"),
+    ("Great 😀👍🏽 trip 🇺🇸", "Great 😀 👍🏽 trip 🇺🇸"),
+    ("", ""),
+    (" \t\n\u00a0 ", ""),
+]
+
+TWEET = [
+    ("@paulwalk It's the view from http://t.co/abc. #NYC :) <3", "@paulwalk It's the view from http://t.co/abc . #NYC :) <3"),
+    ("RT @user_1: see www.x.com/a?b=1, cool;-) 😀😀", "RT @user_1 : see www.x.com/a?b=1 , cool ;-) 😀 😀"),
+    ("I'm going:D ...ok (really)!!", "I'm going :D ... ok ( really ) ! !"),
+    ("#São_Paulo is hot!!! https://example.org/x_(y)", "#São_Paulo is hot ! ! ! https://example.org/x_(y"
+     " )"),
+    ("love u 👩\u200d👩\u200d👧 family", "love u 👩\u200d👩\u200d👧 family"),
+    ("a &lt; b &amp;c &#39;", "a &lt; b &amp; c &#39;"),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize("name,cases", [("treebank", TREEBANK), ("tweet", TWEET)])
+def test_hand_written_cases(name, cases):
+    for text, expected in cases:
+        tokens = pretokenize(text, name)
+        assert [token for token, _, _ in tokens] == expected.split(), text
+        assert all(text[start:end] == token for token, start, end in tokens), text
+
+
+def test_whitespace_splits_at_whitespace_only():
+    text = " New\u00a0York.  (NASDAQ)\n"
+    assert pretokenize(text, "whitespace") == [("New", 1, 4), ("York.", 5, 10), ("(NASDAQ)", 12, 20)]
+
+
+def test_a_mark_character_in_the_text_reads_as_whitespace():
+    assert pretokenize("a\ue000b\ue001c", "treebank") == [("a", 0, 1), ("b", 2, 3), ("c", 4, 5)]
+
+
+def test_unknown_name_is_refused():
+    with pytest.raises(ValueError, match=r"Expected one of .*'treebank'.*Received: pretokenizer='penn'"):
+        pretokenize("x", "penn")
+
+
+def _graph(texts, name):
+    import tensorflow as tf
+
+    tokens, starts, ends = pretokenize_graph(tf.constant(texts, tf.string), name)
+    return [
+        [(t.decode(), int(s), int(e)) for t, s, e in zip(row_tokens, row_starts, row_ends)]
+        for row_tokens, row_starts, row_ends in zip(tokens.to_list(), starts.to_list(), ends.to_list())
+    ]
+
+
+_ALPHABET = (
+    list("abcXYZ019") + [" ", " ", "  ", "\t", "\n", "\u00a0", "\u3000"]
+    + list(".,;:!?()[]{}\"'’‘`“”«»¿¡…$%&-/#@_<3=^*|")
+    + ["n't", "'s", "'ll", "U.S.", "Mr.", "3.5", "1,000", "--", "...", "http://", "https://a.b/c", "www.", ":)", ";-P",
+       "<3", "ü", "São", "É", "ß", "😀", "👍🏽", "🇺🇸", "\u200d", "\ufe0f", "\ue000", "\ue001", "日本", "\u0301"]
+)
+
+
+@pytest.mark.parametrize("name", PRETOKENIZERS)
+def test_graph_equals_python_on_generated_text(name):
+    generator = random.Random(7)
+    texts = ["".join(generator.choice(_ALPHABET) for _ in range(generator.randint(0, 25))) for _ in range(3000)]
+    graph = _graph(texts, name)
+    for text, tokens in zip(texts, graph):
+        assert tokens == pretokenize(text, name), repr(text)
+        assert all(text[start:end] == token for token, start, end in tokens), repr(text)
+        assert all(token.strip() == token and token for token, _, _ in tokens)
+    assert sum(len(tokens) for tokens in graph) > len(texts)
+
+
+def test_graph_equals_python_on_the_hand_written_cases():
+    for name, cases in (("treebank", TREEBANK), ("tweet", TWEET)):
+        texts = [text for text, _ in cases]
+        assert _graph(texts, name) == [pretokenize(text, name) for text in texts]
+
+
+def test_detokenize_places_every_token_and_the_treebank_splitter_undoes_it():
+    tokens = ['"', "He", "does", "n't", "know", ",", '"', "said", "Smith", "(", "U.S.", ")", "'s", "3.5", "%", "."]
+    text, spans = detokenize(tokens)
+    assert text == '"He doesn\'t know," said Smith (U.S.)\'s 3.5%.'
+    assert [text[start:end] for start, end in spans] == tokens
+    assert [token for token, _, _ in pretokenize(text, "treebank")] == tokens
+    assert detokenize([]) == ("", [])
