@@ -92,3 +92,47 @@ def test_a_words_tokenizer_without_lower_case_keeps_the_case_of_the_text():
     assert tokenizer.pieces(tf.constant(["We're THERE"])).to_list() == [[b"We", b"'re", b"THERE"]]
     assert tokenizer.tokenize(tf.constant(["We're there", "we're THERE"])).to_list() == [
         [4, 5, 6], [UNK_ID, 5, UNK_ID]]
+
+
+# Raw text as a user types it, and its Penn Treebank tokenization as SST-2 has it.
+RAW_AND_TOKENIZED = [
+    ("It's not bad at all!", "it 's not bad at all !"),
+    ("If you've ever seen it, you'll know: it isn't Miller's best.",
+     "if you 've ever seen it , you 'll know : it is n't miller 's best ."),
+    ("We can't say 2002's films were 'great'.", "we ca n't say 2002 's films were ' great ' ."),
+    ("I'd go; I'm sure they're right (mostly)...", "i 'd go ; i 'm sure they 're right ( mostly ) ..."),
+    ("The players' union -- o'clock", "the players ' union -- o'clock"),
+]
+
+
+def test_raw_text_and_its_treebank_tokens_split_alike():
+    from seqtasks.text.word_tokenizer import split_words
+
+    raw = split_words(tf.constant([raw for raw, _ in RAW_AND_TOKENIZED])).to_list()
+    tokenized = split_words(tf.constant([tokens for _, tokens in RAW_AND_TOKENIZED])).to_list()
+    assert raw == tokenized
+    assert raw[0] == [b"it", b"'s", b"not", b"bad", b"at", b"all", b"!"]
+    assert raw[2][4:6] == [b"2002", b"'s"]
+    assert split_words(tf.constant(["'s 's\x00'sup"])).to_list() == [[b"'s", b"'s", b"'", b"sup"]]
+
+
+def test_a_classifier_gives_raw_text_and_its_tokens_the_same_probabilities():
+    import numpy as np
+
+    from seqtasks.models import TextClassifier
+    from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.tasks.classification_common import make_classifier_server
+    from seqtasks.tasks.sentiment import make_text_encoder
+    from seqtasks.text.word_tokenizer import split_words
+
+    words = sorted({w.decode() for row in split_words(tf.constant([t for _, t in RAW_AND_TOKENIZED])).to_list()
+                    for w in row})
+    tokenizer = WordTokenizer(words, split="words")
+    config = TextClassificationDataConfig(path="x", tokenizer="words", max_length=64)
+    model = TextClassifier(tokenizer.vocab_size, 2, embedding_dim=8, encoder={"units": 4})
+    model.build((None, None))
+    server = make_classifier_server(model, tokenizer, make_text_encoder(config, tokenizer), ["neg", "pos"], 64)
+    raw = server.serve(tf.constant([raw for raw, _ in RAW_AND_TOKENIZED]))["probabilities"].numpy()
+    tokenized = server.serve(tf.constant([tokens for _, tokens in RAW_AND_TOKENIZED]))["probabilities"].numpy()
+    np.testing.assert_array_equal(raw, tokenized)
+    assert len({tuple(row) for row in raw.round(6)}) == len(RAW_AND_TOKENIZED)

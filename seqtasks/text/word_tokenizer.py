@@ -16,17 +16,26 @@ from seqtasks.text.subword_tokenizer import content_ids, normalize
 SPLITS = ("whitespace", "words")
 # RE2 patterns: a clitic after a letter, then any character that is neither a letter, a digit, a space nor
 # an apostrophe (an apostrophe left between letters stays in its word, as in "o'clock").
-_CLITIC = r"(\pL)(n't|'s|'re|'ve|'ll|'d|'m)(\s|$)"
+_CLITIC = r"([\pL\pN])(n't|'s|'re|'ve|'ll|'d|'m)(\s|$)"
 _PUNCTUATION = r"([^\pL\pN\s'])"
+# A clitic already split off, as tokenized data has it ("it 's"): its apostrophe is not a quote.
+_LONE_CLITIC = r"(^|\s)'(s|re|ve|ll|d|m)(\s|$)"
+_KEPT_APOSTROPHE = "\x00"
 
 
 def split_words(text, lower_case=True):
-    """Strings `[batch]` -> ragged word strings `[batch, None]`, as `WordTokenizer(split="words")` reads them."""
+    """Strings `[batch]` -> ragged word strings `[batch, None]`, as `WordTokenizer(split="words")` reads them.
+
+    Raw text and its Penn Treebank tokenization split alike: "It's" and "it 's" both give `it 's`."""
     text = tf.strings.regex_replace(normalize(text, lower_case), _PUNCTUATION, r" \1 ")
+    text = tf.strings.regex_replace(text, _KEPT_APOSTROPHE, " ")
+    # Twice: a match takes the space after it, which may be the one before the next lone clitic.
+    for _ in range(2):
+        text = tf.strings.regex_replace(text, _LONE_CLITIC, "\\1" + _KEPT_APOSTROPHE + "\\2\\3")
     # Quotes: an apostrophe that starts or ends a word; then the clitics, whose apostrophe is inside one.
     text = tf.strings.regex_replace(text, r"(^|\s)'|'(\s|$)", r"\1 ' \2")
     text = tf.strings.regex_replace(text, _CLITIC, r"\1 \2\3")
-    return tf.strings.split(text)
+    return tf.strings.split(tf.strings.regex_replace(text, _KEPT_APOSTROPHE, "'"))
 
 
 class WordTokenizer(tf.Module):
