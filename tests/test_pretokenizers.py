@@ -33,13 +33,14 @@ TREEBANK = [
 ]
 
 TWEET = [
-    ("@paulwalk It's the view from http://t.co/abc. #NYC :) <3", "@paulwalk It's the view from http://t.co/abc . #NYC :) <3"),
+    ("@paulwalk It's the view from http://t.co/abc. #NYC :) <3", "@paulwalk It 's the view from http://t.co/abc . #NYC :) <3"),
     ("RT @user_1: see www.x.com/a?b=1, cool;-) 😀😀", "RT @user_1 : see www.x.com/a?b=1 , cool ;-) 😀 😀"),
     ("I'm going:D ...ok (really)!!", "I'm going :D ... ok ( really ) ! !"),
     ("#São_Paulo is hot!!! https://example.org/x_(y)", "#São_Paulo is hot ! ! ! https://example.org/x_(y"
      " )"),
     ("love u 👩\u200d👩\u200d👧 family", "love u 👩\u200d👩\u200d👧 family"),
     ("a &lt; b &amp;c &#39;", "a &lt; b &amp; c &#39;"),
+    ("I'm sure Sam's dog doesn't #Sam's", "I'm sure Sam 's dog doesn't #Sam 's"),
     ("", ""),
 ]
 
@@ -109,3 +110,6 @@ def test_detokenize_places_every_token_and_the_treebank_splitter_undoes_it():
     assert [text[start:end] for start, end in spans] == tokens
     assert [token for token, _, _ in pretokenize(text, "treebank")] == tokens
     assert detokenize([]) == ("", [])
+    # A contraction split at its apostrophe, as WNUT-17's dev tweets have them, is written whole.
+    assert detokenize(["I", "'", "ve", "seen", "'", "em", "don", "'", "t"]) == (
+        "I've seen' em don't", [(0, 1), (1, 2), (2, 4), (5, 9), (9, 10), (11, 13), (14, 17), (17, 18), (18, 19)])

@@ -199,3 +199,49 @@ def test_the_page_fetches_nothing_from_other_origins():
         assert reference.startswith("data:") or (STATIC.parent / reference).is_file(), reference
     for text in (html, script, css):
         assert not re.search(r"(?i)https?://", text)
+
+
+@pytest.fixture(scope="module")
+def ner_export(run_cache):
+    from trained_runs import NER
+
+    return run_cache.get(NER)[0] / "saved_models" / "tiny"
+
+
+def test_the_ner_page_highlights_the_entities_of_the_text_as_typed(browser, ner_export):
+    # Non-ASCII and an emoji before the names: offsets count characters, not the page's UTF-16 units.
+    text = "Peter Müller 🙂 lives in Berlin . Anna works for Siemens in Paris ."
+    with serving_support.running_server(ner_export) as url:
+        name = serving_support.get_json(url + "/seqtasks/models")[1]["models"][0]["name"]
+        status, answer = serving_support.post_json(f"{url}/v1/models/{name}:predict", {"instances": [text]})
+        assert status == 200, answer
+        prediction = answer["predictions"][0]
+        count = prediction["entity_count"]
+        expected = [
+            (text[start:end], kind, f"{100 * score:.1f}%")
+            for start, end, kind, score in zip(prediction["entity_start"][:count], prediction["entity_end"][:count],
+                                                prediction["entity_type"][:count], prediction["entity_score"][:count])
+        ]
+        assert expected, prediction
+
+        browser.get(url + "/")
+        wait = WebDriverWait(browser, WAIT_S)
+        wait.until(lambda d: d.find_elements(By.ID, "submit"))
+        field = browser.find_element(By.ID, "text")
+        field.clear()
+        field.send_keys(text)
+        press_key_on(browser, "submit", Keys.ENTER)
+        wait.until(lambda d: d.find_elements(By.ID, "entities"))
+        assert not browser.find_element(By.ID, "error").is_displayed()
+        shown = browser.execute_script("""
+            return [...document.querySelectorAll('#entities mark')].map((m) =>
+                [m.firstChild.textContent, m.querySelector('.entity-type').textContent]);""")
+        assert shown == [[words, f"{kind} {score}"] for words, kind, score in expected]
+        # The whole text is there, in order, entities in place.
+        paragraph = browser.find_element(By.ID, "entities").get_attribute("textContent")
+        rebuilt, position = "", 0
+        for (words, kind, score), start in zip(expected, prediction["entity_start"]):
+            rebuilt += text[position:start] + f"{words} {kind} {score}"
+            position = start + len(words)
+        assert paragraph == rebuilt + text[position:]
+        assert severe_browser_logs(browser) == []

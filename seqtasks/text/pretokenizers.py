@@ -26,8 +26,9 @@ Offsets count Unicode code points, as Python's `str` indexes do:
   `$` before and `%` after a number are split off; each emoji stands alone.
 - `tweet`: URLs, @mentions, #hashtags, emoticons (":)", ";-P", "<3"),
   emoji and HTML entities ("&lt;", as tweets were collected) are kept whole; brackets, quotes, `,;!?`, ellipses and a full stop or
-  colon before whitespace are split off; contractions stay whole ("I'm"),
-  as most of WNUT-17 has them.
+  colon before whitespace are split off; `'s` is split off ("sam 's") but
+  other contractions stay whole ("I'm", "don't"), as most of WNUT-17's
+  training tweets have them.
 """
 
 import re
@@ -79,6 +80,8 @@ _TWEET = [
         f"{_M}\\1\\2{_M}",
     ),
     (f"([^{_SEPARATORS}.])([.:])({_SEP})", f"\\1{_M}\\2\\3"),
+    # "'s" is split off as WNUT-17's training tweets mostly have it ("sam 's"); "I'm", "don't" stay whole.
+    (f"([^{_SEPARATORS}{_APOSTROPHE}])([{_APOSTROPHE}][sS])([^A-Za-z])", f"\\1{_M}\\2\\3"),
 ]
 
 RULES = {"whitespace": [], "treebank": _TREEBANK, "tweet": _TWEET}
@@ -133,6 +136,8 @@ def pretokenize_graph(texts, name):
 _CLOSING = {".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "...", "'s", "'S", "n't", "N'T", "'m", "'M", "'d", "'D",
             "'ll", "'LL", "'re", "'RE", "'ve", "'VE", "'"}
 _OPENING = {"(", "[", "{", "$", "``"}
+# What follows the apostrophe of a contraction split there ("I ' ve", as WNUT-17's dev tweets have them).
+_REMNANTS = {"s", "S", "t", "T", "m", "M", "d", "D", "ll", "LL", "re", "RE", "ve", "VE"}
 
 
 def detokenize(tokens):
@@ -140,18 +145,21 @@ def detokenize(tokens):
 
     The rule, the reverse of the `treebank` pre-tokenizer's: no space before
     closing punctuation (`. , ; : ! ? ) ] } % ...`), the clitics (`'s n't 're`
-    ...) and a lone `'`; no space after `( [ { $`; a `"` alternately opens
-    (no space after) and closes (no space before); one space elsewhere.
-    Used to turn a tokenized data set into the raw text a user would send.
+    ...) and a lone `'`; no space after `( [ { $`, nor after a lone `'` that
+    is followed by the rest of a contraction split at its apostrophe
+    (`I ' ve` -> "I've", `don ' t` -> "don't"); a `"` alternately opens (no
+    space after) and closes (no space before); one space elsewhere. Used to
+    turn a tokenized data set into the raw text a user would send.
     """
     text, spans, glue, quotes = "", [], False, 0
-    for token in tokens:
+    for index, token in enumerate(tokens):
         closing = token in _CLOSING or (token == '"' and quotes % 2 == 1)
         if text and not glue and not closing:
             text += " "
         spans.append((len(text), len(text) + len(token)))
         text += token
-        glue = token in _OPENING or (token == '"' and quotes % 2 == 0)
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        glue = token in _OPENING or (token == '"' and quotes % 2 == 0) or (token == "'" and following in _REMNANTS)
         if token == '"':
             quotes += 1
     return text, spans
