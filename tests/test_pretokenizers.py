@@ -58,6 +58,12 @@ def test_whitespace_splits_at_whitespace_only():
     assert pretokenize(text, "whitespace") == [("New", 1, 4), ("York.", 5, 10), ("(NASDAQ)", 12, 20)]
 
 
+def test_control_characters_are_token_characters_in_both_engines():
+    text = "a \x00\x07 b\x00"
+    assert pretokenize(text, "whitespace") == [("a", 0, 1), ("\x00\x07", 2, 4), ("b\x00", 5, 7)]
+    assert _graph([text], "whitespace") == [pretokenize(text, "whitespace")]
+
+
 def test_a_mark_character_in_the_text_reads_as_whitespace():
     assert pretokenize("a\ue000b\ue001c", "treebank") == [("a", 0, 1), ("b", 2, 3), ("c", 4, 5)]
 
@@ -81,7 +87,7 @@ _ALPHABET = (
     list("abcXYZ019") + [" ", " ", "  ", "\t", "\n", "\u00a0", "\u3000"]
     + list(".,;:!?()[]{}\"'’‘`“”«»¿¡…$%&-/#@_<3=^*|")
     + ["n't", "'s", "'ll", "U.S.", "Mr.", "3.5", "1,000", "--", "...", "http://", "https://a.b/c", "www.", ":)", ";-P",
-       "<3", "ü", "São", "É", "ß", "😀", "👍🏽", "🇺🇸", "\u200d", "\ufe0f", "\ue000", "\ue001", "日本", "\u0301"]
+       "<3", "ü", "São", "É", "ß", "😀", "👍🏽", "🇺🇸", "\u200d", "\ufe0f", "\ue000", "\ue001", "日本", "\u0301", "\x00", "\x07"]
 )
 
 

@@ -115,21 +115,28 @@ def pretokenize_graph(texts, name):
     each token's start and end (int32) in Unicode characters of its text.
     """
     import tensorflow as tf
-    import tensorflow_text as text_ops
 
     _check(name)
     marked = tf.strings.regex_replace(texts, f"[{_MARK}{_EDGE}]", " ")
     marked = tf.strings.join([_EDGE, marked, _EDGE])
     for pattern, replacement in RULES[name]:
         marked = tf.strings.regex_replace(marked, pattern, replacement)
-    tokens, begins, _ = text_ops.regex_split_with_offsets(marked, f"{_SEP}+")
-    rows = tf.gather(marked, tokens.value_rowids())
-    before = tf.strings.substr(rows, tf.zeros_like(begins.flat_values), begins.flat_values)
-    characters = tf.strings.length(before, unit="UTF8_CHAR")
-    marks = characters - tf.strings.length(tf.strings.regex_replace(before, f"[{_MARK}{_EDGE}]", ""), unit="UTF8_CHAR")
-    starts = characters - marks
-    ends = starts + tf.strings.length(tokens.flat_values, unit="UTF8_CHAR")
-    return tokens, tokens.with_flat_values(starts), tokens.with_flat_values(ends)
+    # Every separator becomes one space, so the pieces between single spaces keep their character positions.
+    # (TensorFlow Text's regex split would do it in one op, but it ends a text at its first NUL character.)
+    pieces = tf.strings.split(tf.strings.regex_replace(marked, _SEP, " "), sep=" ")
+    lengths = tf.strings.length(pieces, unit="UTF8_CHAR")
+    steps = tf.cumsum(lengths.flat_values + 1, exclusive=True)
+    positions = steps - tf.gather(steps, tf.gather(pieces.row_starts(), pieces.value_rowids()))
+    # Separator k comes after piece k; the marks among them are characters the text does not have.
+    separators = tf.strings.unicode_split(tf.strings.regex_replace(marked, f"[^{_SEPARATORS}]", ""), "UTF-8")
+    inserted = tf.cast(tf.logical_or(tf.equal(separators, _MARK), tf.equal(separators, _EDGE)), tf.int32)
+    marks = tf.cumsum(tf.concat([tf.zeros_like(inserted[:, :1]), inserted], axis=1).to_tensor(), axis=1)
+    before = tf.gather(marks, tf.ragged.range(pieces.row_lengths()), batch_dims=1)
+    starts = pieces.with_flat_values(positions) - before
+    kept = tf.greater(lengths, 0)
+    tokens = tf.ragged.boolean_mask(pieces, kept)
+    starts = tf.ragged.boolean_mask(starts, kept)
+    return tokens, starts, starts + tf.strings.length(tokens, unit="UTF8_CHAR")
 
 
 # Tokens that attach to the one before (no space) and to the one after, when text is rebuilt from tokens.
