@@ -1,8 +1,11 @@
 """An NER run's F1 on tokenized input and on raw text, side by side, scored on character spans.
 
-    python -m benchmarks.ner_raw_text RUN_DIR [--data FILE] [--limit N] [--pretokenizer NAME] [--json OUT.json]
+    python -m benchmarks.ner_raw_text RUN_DIR [--data FILE | --heldout] [--limit N] [--pretokenizer NAME]
+        [--json OUT.json]
 
-The sentences of FILE (default: the run recipe's `data.validation_path`) are
+The sentences of FILE (default: the run recipe's `data.validation_path`; with
+`--heldout`, the run's held-out split, `data.heldout_documents` or
+`data.heldout_sentences`, which chose nothing) are
 written out as a user would type them (`seqtasks.text.pretokenizers.detokenize`:
 no space before closing punctuation and clitics, none after opening brackets,
 quotes paired), so every gold entity has character offsets in that text. The
@@ -70,13 +73,17 @@ def load(run_dir, pretokenizer=None):
     return SeqtasksModel(predictor, runner, model), runner.task
 
 
-def measure(run_dir, data=None, limit=None, pretokenizer=None):
+def measure(run_dir, data=None, limit=None, pretokenizer=None, heldout=False):
     from seqtasks.text.pretokenizers import detokenize
 
     run_dir = Path(run_dir)
     model, task = load(run_dir, pretokenizer)
-    path = data or task.recipe.data.validation_path
-    sentences = task.read_file(path)[:limit]
+    if heldout:
+        task.read_splits()
+        path, sentences = "heldout", task.heldout_splits()["heldout"][:limit]
+    else:
+        path = data or task.recipe.data.validation_path
+        sentences = task.read_file(path)[:limit]
     written = [detokenize(words) for words, _ in sentences]
     gold = [entity_spans(tags, spans) for (_, tags), (_, spans) in zip(sentences, written)]
     tokenized = model.tag([list(words) for words, _ in sentences])
@@ -99,11 +106,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("--data", default=None)
+    parser.add_argument("--heldout", action="store_true", help="the run's held-out split instead of a file")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--pretokenizer", default=None, help="instead of the recipe's data.pretokenizer")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    result = measure(args.run_dir, args.data, args.limit, args.pretokenizer)
+    result = measure(args.run_dir, args.data, args.limit, args.pretokenizer, args.heldout)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
