@@ -33,6 +33,10 @@ def test_run_reports_seqeval_scores_per_type(ner_run):
     assert len(predicted) == 60 and all(_valid_iob2(row) for row in predicted)
     assert metrics["train_sentences"] == 400 and set(metrics["heldout"]) == {"f1", "precision", "recall"}
     assert "heldout f1:" in output and "Held-out split 'heldout' (100 examples" in output
+    # The recipe splits raw text at whitespace; its data has the full stop apart: no sentence splits back.
+    assert metrics["pretokenizer_agreement"] == 0.0
+    assert "Pre-tokenizer 'whitespace': 0.0% of 400 training sentences" in output
+    assert "is data.pretokenizer the data's convention?" in output
     heldout = (run_dir / "eval" / "heldout" / "predictions.conll").read_text(encoding="utf-8").strip().split("\n\n")
     assert len(heldout) == 100
     card = (ner_run[0] / "saved_models" / "tiny" / "1" / "assets.extra" / "MODEL_CARD.md").read_text()
