@@ -199,3 +199,16 @@ print("ok")
 """
     result = fresh_python(code)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_an_export_is_known_by_its_first_output_and_outputs_its_task_declares():
+    from seqtasks.inference.predict import _task_of
+
+    assert _task_of("text", {"tags", "tokens"}).name == "ner"  # an NER export of before its entity outputs
+    assert _task_of("text", {"tags", "tokens", "token_start", "token_end", "entity_count", "entity_start",
+                             "entity_end", "entity_type", "entity_text", "entity_score"}).name == "ner"
+    assert _task_of("text", {"translation", "score", "translations", "scores"}).name == "translation"
+    assert _task_of("text", {"output", "score"}).name == "toy"
+    assert _task_of("text", {"tags", "tokens", "extra"}) is None
+    assert _task_of("text", {"tokens"}) is None
+    assert _task_of("image", {"tags", "tokens"}) is None

@@ -254,13 +254,16 @@ def failure_reason(message):
 
 def _task_of(input_name, outputs, path=None):
     """The task table's row of the export's task: the one its recipe names (`assets.extra/recipe.yaml`) if
-    its input and outputs are that task's, else the first row whose are; None if none."""
+    its input and outputs are that task's, else the first row whose are; None if none. Outputs are a task's
+    when they hold its first output and no other than it declares (an older export may lack later ones)."""
     from seqtasks.export.saved_model import AUDIT_FOLDER
     from seqtasks.recipe.task_table import TASKS
 
     def fits(spec):
-        declared = set(spec.serving_outputs)
-        return spec.serving_input == input_name and outputs in (declared, declared | set(spec.n_best_outputs()))
+        # An export of before a task gained outputs has fewer of them (NER's entity outputs): its first one and
+        # none the task does not declare.
+        declared = set(spec.serving_outputs) | set(spec.n_best_outputs())
+        return spec.serving_input == input_name and spec.serving_outputs[0] in outputs and outputs <= declared
 
     named = _recipe_task(Path(path) / AUDIT_FOLDER / "recipe.yaml") if path is not None else None
     if named in TASKS and fits(TASKS[named]):
