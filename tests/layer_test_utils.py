@@ -217,3 +217,15 @@ def run_layer_test(
         mixed_symbolic = mixed(**_symbolic_inputs(call_inputs), **call_kwargs)
         _check_outputs(mixed_eager, mixed_symbolic, expected_output_shapes, dtypes_for(policy), policy)
     return eager
+
+
+def tagger_inputs(rows, chars=4):
+    """`SequenceTagger` inputs for rows of word ids (0 pads the shorter rows), with characters and casing
+    derived from the ids."""
+    width = max(len(row) for row in rows)
+    words = np.zeros((len(rows), width), "int32")
+    for index, row in enumerate(rows):
+        words[index, : len(row)] = row
+    characters = np.where(words[:, :, None] > 0, (words[:, :, None] + np.arange(chars)) % 9 + 1, 0).astype("int32")
+    casing = np.where(words > 0, words % 5 + 1, 0).astype("int32")
+    return {"words": words, "characters": characters, "casing": casing}

@@ -5,6 +5,7 @@ import itertools
 import keras
 import numpy as np
 import pytest
+from layer_test_utils import tagger_inputs
 
 from seqtasks.layers import CRF
 from seqtasks.layers.crf import FORBIDDEN, iob2_constraints, segment_log_probs
@@ -259,16 +260,6 @@ def test_runs_in_a_tf_function_of_unknown_batch_and_time():
     assert confidence.experimental_get_tracing_count() == 1
 
 
-def _inputs(rows, chars=4):
-    width = max(len(row) for row in rows)
-    words = np.zeros((len(rows), width), "int32")
-    for index, row in enumerate(rows):
-        words[index, : len(row)] = row
-    characters = np.where(words[:, :, None] > 0, (words[:, :, None] + np.arange(chars)) % 9 + 1, 0).astype("int32")
-    casing = np.where(words > 0, words % 5 + 1, 0).astype("int32")
-    return {"words": words, "characters": characters, "casing": casing}
-
-
 def _tagger(output_layer, **kwargs):
     model = SequenceTagger(
         12, 10, 5, word_embedding_dim=5, char_embedding_dim=3, char_filters=4,
@@ -282,7 +273,7 @@ def _tagger(output_layer, **kwargs):
 
 def test_the_softmax_tagger_multiplies_the_probabilities_of_the_spans_tokens():
     model = _tagger("softmax", **iob2_constraints(NAMES[5]))
-    batch = _inputs([[3, 4, 5, 6], [7, 8], [9]])
+    batch = tagger_inputs([[3, 4, 5, 6], [7, 8], [9]])
     mask = batch["words"] != 0
     tags = np.where(mask, np.random.default_rng(2).integers(0, 5, size=mask.shape), PADDING_TAG)
     starts = np.array([[False, True, False, False], [False, False, True, True], [True, False, True, False]])
@@ -299,7 +290,7 @@ def test_the_softmax_tagger_multiplies_the_probabilities_of_the_spans_tokens():
 
 def test_the_crf_tagger_scores_its_decoded_spans_with_its_crf():
     model = _tagger("crf", **iob2_constraints(NAMES[5]))
-    batch = _inputs([[3, 4, 5, 6], [7, 8], [9]])
+    batch = tagger_inputs([[3, 4, 5, 6], [7, 8], [9]])
     mask = batch["words"] != 0
     tags = keras.ops.convert_to_numpy(model.decode(batch))
     continuation = _continuation(NAMES[5])

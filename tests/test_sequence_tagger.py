@@ -3,19 +3,10 @@ import itertools
 import keras
 import numpy as np
 import pytest
+from layer_test_utils import tagger_inputs
 
 from seqtasks.layers.crf import iob2_constraints
 from seqtasks.models import SequenceTagger
-
-
-def _inputs(rows, chars=4):
-    width = max(len(row) for row in rows)
-    words = np.zeros((len(rows), width), "int32")
-    for index, row in enumerate(rows):
-        words[index, : len(row)] = row
-    characters = np.where(words[:, :, None] > 0, (words[:, :, None] + np.arange(chars)) % 9 + 1, 0).astype("int32")
-    casing = np.where(words > 0, words % 5 + 1, 0).astype("int32")
-    return {"words": words, "characters": characters, "casing": casing}
 
 
 def _tagger(output_layer, num_tags=4, **kwargs):
@@ -32,11 +23,11 @@ def test_a_padded_batch_tags_exactly_like_each_sentence_alone(output_layer):
     keras.utils.set_random_seed(0)
     for weight in model.weights:  # non-zero transitions make the CRF matter
         weight.assign(np.random.default_rng(len(weight.path)).normal(size=weight.shape).astype("float32"))
-    batch = _inputs(rows)
+    batch = tagger_inputs(rows)
     together = keras.ops.convert_to_numpy(model.decode(batch))
     potentials = keras.ops.convert_to_numpy(model(batch))
     for index, row in enumerate(rows):
-        alone = _inputs([row])
+        alone = tagger_inputs([row])
         np.testing.assert_array_equal(together[index, : len(row)], keras.ops.convert_to_numpy(model.decode(alone))[0])
         np.testing.assert_allclose(potentials[index, : len(row)], keras.ops.convert_to_numpy(model(alone))[0], rtol=1e-5, atol=1e-5)
         assert (together[index, len(row) :] == 0).all()
@@ -45,7 +36,7 @@ def test_a_padded_batch_tags_exactly_like_each_sentence_alone(output_layer):
 @pytest.mark.slow  # several seconds: the fast tier stays under 3 minutes
 def test_crf_loss_is_the_negative_mean_log_likelihood_and_training_learns_the_tags():
     model = _tagger("crf")
-    x = _inputs([[3, 4, 5, 6], [7, 8]] * 8)
+    x = tagger_inputs([[3, 4, 5, 6], [7, 8]] * 8)
     y = np.array([[1, 2, 0, 3], [1, 0, 0, 0]] * 8, "int32")
     potentials = model(x)
     expected = -keras.ops.convert_to_numpy(model.crf.log_likelihood(potentials, y, x["words"] != 0)).mean()
@@ -61,7 +52,7 @@ def test_crf_loss_is_the_negative_mean_log_likelihood_and_training_learns_the_ta
 def test_the_loss_of_an_empty_share_of_a_batch_is_zero_not_nan(output_layer):
     """Two replicas split a batch of one sentence 1/0: the empty share must add nothing."""
     model = _tagger(output_layer)
-    x = _inputs([[3, 4]])
+    x = tagger_inputs([[3, 4]])
     potentials = model(x)
     empty = {key: value[:0] for key, value in x.items()}
     loss = keras.ops.convert_to_numpy(model.compute_loss(empty, np.zeros((0, 2), "int32"), potentials[:0]))
@@ -71,7 +62,7 @@ def test_the_loss_of_an_empty_share_of_a_batch_is_zero_not_nan(output_layer):
 def test_saves_and_reloads_in_safe_mode(tmp_path):
     constraints = iob2_constraints(["O", "B-PER", "I-PER", "B-LOC"])
     model = _tagger("crf", **constraints)
-    x = _inputs([[3, 4, 5], [6]])
+    x = tagger_inputs([[3, 4, 5], [6]])
     expected = keras.ops.convert_to_numpy(model(x))
     model.save(tmp_path / "tagger.keras")
     restored = keras.models.load_model(tmp_path / "tagger.keras", safe_mode=True)
@@ -92,7 +83,7 @@ def _valid_iob2(path):
 @pytest.mark.parametrize("output_layer", ["crf", "softmax"])
 def test_decoding_gives_the_best_valid_iob2_path_in_both_output_modes(output_layer):
     model = _tagger(output_layer, num_tags=5, **iob2_constraints(IOB2))
-    x = _inputs([[3, 4, 5, 6], [7, 8]])
+    x = tagger_inputs([[3, 4, 5, 6], [7, 8]])
     model(x)
     # Inside tags score highest on their own, so each token's own best tag makes invalid paths.
     model.potentials.bias.assign(np.array([0.0, 0.0, 3.0, 0.0, 2.5], "float32"))
@@ -126,7 +117,7 @@ def test_crf_runs_in_a_traced_function_of_unknown_length_down_to_one_token():
         return model.decode(inputs)
 
     for rows in ([[3]], [[3, 4, 5], [6]]):
-        x = _inputs(rows)
+        x = tagger_inputs(rows)
         np.testing.assert_array_equal(decode(x).numpy(), keras.ops.convert_to_numpy(model.decode(x)))
 
 
@@ -153,7 +144,7 @@ def test_singleton_replacement_changes_training_outputs_but_not_decoding_or_infe
     model = _tagger("crf", singleton_unk=0.9, first_singleton=8)
     plain.build(), model.build()
     model.set_weights(plain.get_weights())
-    inputs = _inputs(rows)
+    inputs = tagger_inputs(rows)
     np.testing.assert_array_equal(plain(inputs, training=False), model(inputs, training=False))
     np.testing.assert_array_equal(plain.decode(inputs), model.decode(inputs))
     np.testing.assert_array_equal(plain(inputs, training=True), plain(inputs, training=True))  # dropout 0
