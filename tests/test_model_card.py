@@ -75,7 +75,8 @@ def test_the_card_of_a_translation_export(tmp_path):
     assert limits == [
         "- Any batch size; an empty batch gives empty outputs.",
         "- Only the first 10,000 characters of a text are read.",
-        "- A text is cut to its first 40 tokens (`data.max_length`).",
+        "- A text is read sentence by sentence, at most 64 (later ones are read with the last, as one); a sentence "
+        "is cut to its first 40 tokens (`data.max_length`).",
         "- An output has at most 50 tokens (`model.decoding.max_length`).",
     ]
 

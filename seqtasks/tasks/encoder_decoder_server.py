@@ -2,9 +2,10 @@
 
 `make_server` builds the `tf.Module` a task exports; what differs between
 tasks is how a request's input becomes the model's input, which a reader
-says: `text_reader` tokenizes texts (translation, toy), the captioner's
-`image_reader` (`seqtasks.tasks.captioning.serving`) decodes images and runs
-the backbone. Every signature decodes through `seq2seq_common.search`.
+says: `text_reader` splits texts into sentences and tokenizes them
+(translation, toy), the captioner's `image_reader`
+(`seqtasks.tasks.captioning.serving`) decodes images and runs the backbone.
+Every signature decodes through `seq2seq_common.search`.
 """
 
 from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
@@ -27,13 +28,25 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     `attention`: the default decoding's best output and `reader`'s attention
     outputs (for texts, `text_reader`'s).
 
+    A reader with `split` has each input decoded in parts (`text_reader`:
+    its sentences): `serve`, `with_settings` and `with_prefix` decode the
+    parts of the whole request as one batch, every setting applying to each
+    part, and `split`'s `join` makes each input's outputs of its parts'
+    (a prefix is forced on an input's first part). `score` and `attention`
+    read each input whole, as one part.
+
     Args:
         model: the encoder-decoder (`encode`, `decode_step`, `attention`).
         reader: a `tf.Module` with `spec` (the input's `tf.TensorSpec`),
             `read(values) -> (inputs, count, blank)` (the model's inputs, the
             number of requested examples among their rows, and which of them
             get an empty output, or None) and `attention_outputs(inputs,
-            tokens, weights, mask)`.
+            tokens, weights, mask)`; optionally `split(values, prefix=None)
+            -> (parts, part_prefix, join)`: values `[N]` as parts `[M]` to
+            `read` (at least one), `prefix` `[N]` as `[M]` (None for None),
+            and `join(outputs, scores) -> (outputs, scores)`, which maps the
+            parts' output texts and scores, `[M]` or `[M, K]`, to the
+            inputs', `[N]` or `[N, K]`.
         tokenizer: the output vocabulary's tokenizer (`detokenize`, `vocab`).
         output_name: the export's text output, e.g. `"translation"`.
         decoding: the recipe's `model.decoding`.
@@ -55,6 +68,11 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     decode = make_decode(model, decoding, n_best)
     prefix_spec = tf.TensorSpec([None], tf.string, name="prefix")
 
+    def split(value, prefix=None):
+        if hasattr(reader, "split"):
+            return reader.split(value, prefix)
+        return value, prefix, None
+
     # Each search is traced once, and every signature that decodes with it calls that one function: the
     # export holds one copy of each search graph, which is most of what tracing, saving and loading cost
     # (BENCHMARKS.md, "Graph costs"). AutoGraph is off: every loop is already a `while_loop`.
@@ -66,14 +84,15 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     def search_as_requested(value, prefix, *settings):
         (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
          seed) = read_settings(*settings, attends=attends)
-        inputs, count, blank = reader.read(value)
+        parts, prefix, join = split(value, prefix)
+        inputs, count, blank = reader.read(parts)
         # An empty prefix forces nothing: `with_settings` is `with_prefix` with "" for every input.
         forced = target_ids(tokenizer, prefix, tf.shape(inputs)[0], end=False)
         ids, _, scores = search(
             model, inputs, width, length, penalty, kept, coverage, ngram,
             Sampling(samples, temperature, top_k, top_p, seed), prefix=forced,
         )
-        return serving_outputs(tokenizer, ids[:count], scores[:count], output_name, "any", blank)
+        return serving_outputs(tokenizer, ids[:count], scores[:count], output_name, "any", blank, join)
 
     recipe_search = tf.function(search_as_recipe, input_signature=[reader.spec], autograph=False)
     requested_search = tf.function(
@@ -92,8 +111,11 @@ def make_server(model, reader, tokenizer, output_name, decoding):
 
         @tf.function(input_signature=[reader.spec], autograph=False)
         def serve(self, value):
-            _, count, blank, ids, _, scores = recipe_search(value)
-            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, n_best or 1, blank)
+            parts, _, join = split(value)
+            _, count, blank, ids, _, scores = recipe_search(parts)
+            return serving_outputs(
+                self.tokenizer, ids[:count], scores[:count], output_name, n_best or 1, blank, join
+            )
 
         @tf.function(input_signature=[reader.spec, *settings_specs()], autograph=False)
         def serve_with_settings(self, value, *settings):
@@ -154,20 +176,64 @@ def target_ids(tokenizer, target, rows, end=True):
     return tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, 0]])
 
 
+def text_reading_limits(data):
+    """The model card's lines on what `text_reader` reads of a text, for a recipe's `data` section."""
+    from seqtasks.tasks.serving_limits import MAX_SENTENCES, text_character_limit
+
+    return [
+        f"Only the first {text_character_limit(data.max_length):,} characters of a text are read.",
+        f"A text is read sentence by sentence, at most {MAX_SENTENCES} (later ones are read with the last, as "
+        f"one); a sentence is cut to its first {data.max_length} tokens (`data.max_length`).",
+    ]
+
+
 def text_reader(tokenizer, max_length):
     """A reader of texts `text` `[None]` for `make_server`; see `TextReader`."""
     import tensorflow as tf
 
-    from seqtasks.tasks.serving_limits import cut_text
+    from seqtasks.tasks.serving_limits import MAX_SENTENCES, cut_text
+    from seqtasks.text.sentences import sentence_case_graph, split_sentences_graph, upper_case_graph
+
+    def capped(sentences, separators):
+        """At most `MAX_SENTENCES` sentences a text: the later ones join the last kept, with their separators."""
+        rows = sentences.value_rowids()
+        position = tf.range(tf.shape(rows, out_type=tf.int64)[0]) - tf.gather(sentences.row_starts(), rows)
+        lengths = tf.minimum(sentences.row_lengths(), MAX_SENTENCES)
+        group = tf.gather(tf.cumsum(lengths, exclusive=True), rows) + tf.minimum(position, MAX_SENTENCES - 1)
+        after = tf.gather(separators.flat_values, tf.gather(separators.row_starts(), rows) + position + 1)
+        closes_group = tf.logical_or(position < MAX_SENTENCES - 1,
+                                     tf.equal(position, tf.gather(sentences.row_lengths(), rows) - 1))
+        pieces = sentences.flat_values + tf.where(closes_group, "", after)
+        joined = tf.strings.unsorted_segment_join(pieces, group, tf.reduce_sum(lengths))
+        return tf.RaggedTensor.from_row_lengths(joined, lengths), separators
 
     class TextReader(tf.Module):
-        """Texts cut to `text_character_limit(max_length)` characters, then to `max_length` tokens.
+        """Texts cut to `text_character_limit(max_length)` characters, translated sentence by sentence.
 
-        A text with no tokens (empty, blank) gets an empty output and a score
-        of 0.0, the log-probability of a certain output. Its attention
-        outputs are `source_tokens` `[None, S]`, `target_tokens` `[None, T]`
-        (the end token included; both padded with "") and `attention`
-        `[None, T, S]` (0 on padding).
+        `split` cuts each text into its sentences
+        (`seqtasks.text.sentences.split_sentences`), at most
+        `MAX_SENTENCES` (later ones are read with the last, as one); each is
+        read as its own example, cut to `max_length` tokens, and decoded with every setting
+        (`max_length`, `n_best`, ...) applying to it alone. A sentence with at
+        least two letters and no lower-case letter ("EL PERRO ESTÁ EN EL
+        JARDÍN.") is read in sentence case ("El perro está en el jardín.",
+        `seqtasks.text.sentences.sentence_case`), as the cased subwords have
+        seen such text, and its output is upper-cased back, a prefix forced
+        on it included; mixed case is read as it is.
+
+        A text's output is its sentences' outputs joined with the whitespace
+        that separates those sentences in the text (none before the first
+        nor after the last); its score is the mean of their scores. The k-th
+        of its n-best outputs joins the k-th best output of each sentence,
+        scored with the mean of theirs. A prefix is forced on a text's first
+        sentence. A text without sentences (empty, blank) gets an empty
+        output and a score of 0.0, as does a sentence with no tokens: 0.0 is
+        the log-probability of a certain output.
+
+        `score` and `attention` read each text whole, as one sentence, its
+        case as given. Its attention outputs are `source_tokens` `[None, S]`,
+        `target_tokens` `[None, T]` (the end token included; both padded
+        with "") and `attention` `[None, T, S]` (0 on padding).
         """
 
         spec = tf.TensorSpec([None], tf.string, name="text")
@@ -175,6 +241,34 @@ def text_reader(tokenizer, max_length):
         def __init__(self):
             super().__init__()
             self.tokenizer = tokenizer
+
+        def split(self, text, prefix=None):
+            sentences, separators = capped(*split_sentences_graph(cut_text(text, max_length)))
+            rows, sentence_starts = sentences.value_rowids(), sentences.row_starts()
+            position = tf.range(tf.shape(rows, out_type=tf.int64)[0]) - tf.gather(sentence_starts, rows)
+            # The separator before each sentence: none before a text's first.
+            separator = tf.gather(separators.row_starts(), rows) + position
+            before = tf.where(position > 0, tf.gather(separators.flat_values, separator), "")
+            parts, shouted = sentence_case_graph(sentences.flat_values)
+            count = tf.shape(parts)[0]
+            # A request of blank texts still reads one (blank) part: the search needs a row.
+            padding = tf.fill([tf.maximum(0, 1 - count)], "")
+            if prefix is not None:
+                prefix = tf.concat([tf.where(position > 0, "", tf.gather(prefix, rows)), padding], 0)
+
+            def join(outputs, scores):
+                outputs, scores = outputs[:count], scores[:count]
+                rank = outputs.shape.rank
+                shouting = shouted if rank == 1 else shouted[:, None]
+                outputs = tf.where(shouting, upper_case_graph(outputs), outputs)
+                outputs = (before if rank == 1 else before[:, None]) + outputs
+                by_text = tf.RaggedTensor.from_row_splits
+                joined = tf.strings.reduce_join(by_text(outputs, sentences.row_splits), axis=1)
+                total = tf.reduce_sum(by_text(scores, sentences.row_splits), axis=1)
+                counts = tf.cast(tf.maximum(sentences.row_lengths(), 1), scores.dtype)
+                return joined, total / (counts if rank == 1 else counts[:, None])
+
+            return tf.concat([parts, padding], 0), prefix, join
 
         def read(self, text):
             tokens = self.tokenizer.tokenize(cut_text(text, max_length))[:, :max_length]
@@ -224,12 +318,14 @@ def token_strings(tokenizer, ids, mask):
     return tf.where(mask, strings, "")
 
 
-def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
+def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None, join=None):
     """An export's outputs from decoded `ids`: `output_name` and `score`, and with `n_best` > 1
     also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first. `n_best="any"`: `ids`
     has an n-best axis of any size (`with_settings`).
 
-    Rows where `blank` is true get empty texts and a score of 0.0.
+    Rows where `blank` is true get empty texts and a score of 0.0. A reader's
+    `join` (see `make_server`), when given, then makes the rows' texts and
+    scores those of the inputs they are parts of.
     """
     import tensorflow as tf
 
@@ -241,6 +337,8 @@ def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None):
     if blank is not None:
         rows = blank if n_best == 1 else blank[:, None]
         texts, scores = tf.where(rows, "", texts), tf.where(rows, tf.zeros_like(scores), scores)
+    if join is not None:
+        texts, scores = join(texts, scores)
     if n_best == 1:
         return {output_name: texts, "score": scores}
     return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}

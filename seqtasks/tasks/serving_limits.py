@@ -13,6 +13,10 @@ MAX_TEXT_CHARACTERS = 10_000
 # token takes (a WordPiece word longer than 100 bytes is one [UNK]), so the cut only changes
 # what is served for texts padded with thousands of blanks.
 CHARACTERS_PER_TOKEN = 50
+# Sentences of a served text translated each on its own; later ones are read with the last of them, as one
+# (cut to `data.max_length` tokens). A 10,000-character text of one-word sentences would otherwise be
+# thousands of searches.
+MAX_SENTENCES = 64
 # Width times height an encoded image may declare; a 48-megapixel photo must be scaled down first.
 MAX_IMAGE_PIXELS = 40_000_000
 

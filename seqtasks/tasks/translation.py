@@ -274,6 +274,11 @@ class TranslationTask(Task):
         source_vocab, target_vocab = self.source_tokenizer.vocab, self.target_tokenizer.vocab
         return [source_vocab[i] for i in source_row], [target_vocab[i] for i in output], weights
 
+    def reading_limits(self):
+        from seqtasks.tasks.encoder_decoder_server import text_reading_limits
+
+        return text_reading_limits(self.recipe.data)
+
     def serving_module(self, model):
         from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
 

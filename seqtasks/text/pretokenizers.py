@@ -33,14 +33,14 @@ Offsets count Unicode code points, as Python's `str` indexes do:
 
 import re
 
-# Whitespace as Python's `str.isspace` knows it.
-_SPACE = "\t\n\v\f\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Whitespace as Python's `str.isspace` knows it (a regex class body; `seqtasks.text.sentences` reads it too).
+WHITESPACE = "\t\n\v\f\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # The boundary mark the rules insert, and the sentinel put around the text so a
 # rule can see where it ends without `$` (which differs between the engines).
 _MARK = "\ue000"
 _EDGE = "\ue001"
 # Both are read as whitespace where a text holds them (private-use characters).
-_SEPARATORS = _SPACE + _MARK + _EDGE
+_SEPARATORS = WHITESPACE + _MARK + _EDGE
 _SEP = f"[{_SEPARATORS}]"
 _NONSEP = f"[^{_SEPARATORS}]"
 _M = _MARK
@@ -64,9 +64,9 @@ _TREEBANK = [
     (f"([^{_SEPARATORS}{_APOSTROPHE}])([{_APOSTROPHE}](?:s|S|m|M|d|D|ll|LL|re|RE|ve|VE))([^A-Za-z])", f"\\1{_M}\\2\\3"),
     # A quote closing a word ("players'") or opening one ("'Hello").
     (f"({_NONSEP})([{_APOSTROPHE}\u2018]+)([{_SEPARATORS}.,;:!?)\\]}}])", f"\\1{_M}\\2\\3"),
-    (f"([{_SPACE}{_EDGE}])([{_APOSTROPHE}\u2018`]+)({_NONSEP})", f"\\1\\2{_M}\\3"),
+    (f"([{WHITESPACE}{_EDGE}])([{_APOSTROPHE}\u2018`]+)({_NONSEP})", f"\\1\\2{_M}\\3"),
     (f"([^{_SEPARATORS}.])(\\.)([{_SEPARATORS}{_APOSTROPHE}\u2018\"\u201d)\\]}}]*{_EDGE})", f"\\1{_M}\\2\\3"),
-    (f"([a-z{_LOWER}][a-z{_LOWER}][a-z{_LOWER}])(\\.)([{_SEPARATORS}\"\u201d{_APOSTROPHE})\\]]*[{_SPACE}][{_SEPARATORS}]*[A-Z{_UPPER}\"\u201c{_APOSTROPHE}\u00bf\u00a1])",
+    (f"([a-z{_LOWER}][a-z{_LOWER}][a-z{_LOWER}])(\\.)([{_SEPARATORS}\"\u201d{_APOSTROPHE})\\]]*[{WHITESPACE}][{_SEPARATORS}]*[A-Z{_UPPER}\"\u201c{_APOSTROPHE}\u00bf\u00a1])",
      f"\\1{_M}\\2\\3"),
 ]
 

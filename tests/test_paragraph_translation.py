@@ -1,0 +1,298 @@
+"""`make_server` with `text_reader` translates a text sentence by sentence, its shouted ones in sentence case.
+
+The fast tests call the export module's functions in this process on a tiny
+untrained model (deterministic: its searches are); the slow one checks an
+exported model of a trained run through `seqtasks.load`.
+"""
+
+import numpy as np
+import pytest
+
+from seqtasks.text.sentences import split_sentences
+
+SOURCE_WORDS = (
+    "ayer fui al mercado con mi hermana compramos manzanas pan y queso después volvimos a casa porque empezó "
+    "llover el perro está en jardín gato también hola adiós sí no dónde tom tiene años "
+    "Ayer Compramos Después El Hola Tom Sí ¿ ? ¡ ! . , « » 35"
+).split()
+TARGET_WORDS = (
+    "yesterday i went to the market with my sister we bought apples bread and cheese dog is in garden"
+).split()
+
+PARAGRAPHS = [
+    "Ayer fui al mercado con mi hermana. Compramos manzanas, pan y queso. "
+    "Después volvimos a casa porque empezó a llover.",
+    "  ¿Dónde está el perro?\n\nEl perro está en el jardín.   El gato también. ",
+    "Tom tiene 35 años",
+    "",
+    " \n ",
+    "Hola. ¡Adiós!",
+]
+SETTINGS = {
+    "greedy": {"beam_width": 1, "n_best": 1, "max_length": 6, "length_penalty": 0.0},
+    "beam": {"beam_width": 3, "n_best": 3, "max_length": 7, "length_penalty": 0.6},
+}
+
+
+@pytest.fixture(scope="module")
+def parts():
+    import keras
+
+    from seqtasks.models import Seq2Seq
+    from seqtasks.text.word_tokenizer import WordTokenizer
+
+    source = WordTokenizer(SOURCE_WORDS, split="words", lower_case=False)
+    target = WordTokenizer(TARGET_WORDS)
+    keras.utils.set_random_seed(7)
+    model = Seq2Seq(source.vocab_size, target.vocab_size, embedding_dim=8, encoder={"units": 8},
+                    decoder={"units": 8, "attention": "luong"})
+    model.build()
+    return model, source, target
+
+
+def _server(parts, reader=None, **decoding):
+    from seqtasks.recipe.schema import DecodingConfig
+    from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
+
+    model, source, target = parts
+    reader = reader or text_reader(source, 12)
+    return make_server(model, reader, target, "translation", DecodingConfig(**decoding))
+
+
+@pytest.fixture(scope="module")
+def server(parts):
+    """The recipe's decoding: beam search of width 3, the 2 best returned."""
+    return _server(parts, beam_width=3, n_best=2, max_length=8, length_penalty=0.6)
+
+
+def _plain(outputs):
+    return {key: value.numpy() for key, value in outputs.items()}
+
+
+def _settings(beam_width, n_best, max_length, length_penalty):
+    import tensorflow as tf
+
+    from seqtasks.tasks.decoding_settings import SETTINGS as NAMES
+    from seqtasks.tasks.decoding_settings import settings_specs
+
+    values = {"beam_width": beam_width, "n_best": n_best, "max_length": max_length, "length_penalty": length_penalty,
+              "temperature": 1.0, "top_p": 1.0}
+    return [tf.constant([values.get(name, 0)], spec.dtype) for name, spec in zip(NAMES, settings_specs())]
+
+
+def _sentences():
+    """Every sentence of `PARAGRAPHS`, in order, and each paragraph's separators."""
+    splits = [split_sentences(text) for text in PARAGRAPHS]
+    return [sentence for sentences, _ in splits for sentence in sentences], [separators for _, separators in splits]
+
+
+def _expected(by_sentence, separators, name="translation", n_best=None):
+    """Each paragraph's outputs from its sentences' outputs: texts joined with the separators between the
+    sentences, scores averaged (0 for a paragraph without sentences)."""
+    texts, scores = by_sentence[name], by_sentence["score" if n_best is None else "scores"]
+    if n_best is None:
+        texts, scores = texts[:, None], scores[:, None]
+    joined, means, index = [], [], 0
+    for between in separators:
+        count = len(between) - 1
+        rows, index = range(index, index + count), index + count
+        joined.append(["".join(between[j] * (j > 0) + texts[i][k].decode() for j, i in enumerate(rows))
+                       for k in range(texts.shape[1])])
+        means.append(scores[rows].mean(axis=0) if count else np.zeros(texts.shape[1]))
+    if n_best is None:
+        return [row[0] for row in joined], np.array(means)[:, 0]
+    return joined, np.array(means)
+
+
+def _texts(array):
+    return [[t.decode() for t in row] if np.ndim(row) else row.decode() for row in array]
+
+
+def test_a_paragraph_is_its_sentences_translations_joined_with_its_own_separators(server):
+    import tensorflow as tf
+
+    sentences, separators = _sentences()
+    assert [len(between) - 1 for between in separators] == [3, 3, 1, 0, 0, 2]
+    by_text = _plain(server.serve(tf.constant(PARAGRAPHS)))
+    # The same sentences in one batch of their own: the same rows for the model, so the same numbers.
+    by_sentence = _plain(server.serve(tf.constant(sentences)))
+    for name, n_best in (("translation", None), ("translations", 2)):
+        texts, scores = _expected(by_sentence, separators, name, n_best)
+        assert _texts(by_text[name]) == texts
+        np.testing.assert_allclose(by_text["score" if n_best is None else "scores"], scores, rtol=1e-6, atol=1e-6)
+    assert by_text["translations"].shape == (len(PARAGRAPHS), 2)
+    # Three sentences, three translations: a paragraph's output is longer than any of its sentences'.
+    longest = max(len(text.split()) for text in _texts(by_sentence["translation"][:3]))
+    assert _texts(by_text["translation"])[0].count(" ") > longest
+    assert _texts(by_text["translation"])[3:5] == ["", ""] and list(by_text["score"][3:5]) == [0.0, 0.0]
+    assert "\n\n" in _texts(by_text["translation"])[1]
+
+
+@pytest.mark.parametrize("decoding", list(SETTINGS))
+def test_with_settings_translates_each_sentence_with_the_settings_and_joins_the_k_th_best(server, decoding):
+    import tensorflow as tf
+
+    settings = SETTINGS[decoding]
+    sentences, separators = _sentences()
+    by_text = _plain(server.serve_with_settings(tf.constant(PARAGRAPHS), *_settings(**settings)))
+    by_sentence = _plain(server.serve_with_settings(tf.constant(sentences), *_settings(**settings)))
+    n_best = settings["n_best"]
+    texts, scores = _expected(by_sentence, separators, "translations", n_best)
+    assert _texts(by_text["translations"]) == texts
+    np.testing.assert_allclose(by_text["scores"], scores, rtol=1e-6, atol=1e-6)
+    assert _texts(by_text["translation"]) == [row[0] for row in texts]
+    np.testing.assert_allclose(by_text["score"], scores[:, 0], rtol=1e-6, atol=1e-6)
+    # max_length bounds each sentence, not the paragraph: three sentences may write three times as much.
+    assert all(len(text.split()) <= settings["max_length"] for text in _texts(by_sentence["translation"]))
+    assert len(texts[0][0].split()) > settings["max_length"]
+    if n_best > 1:  # the mean of lists sorted best first is sorted best first
+        assert np.all(np.diff(by_text["scores"], axis=1) <= 1e-6)
+
+
+def test_a_prefix_starts_a_text_s_first_sentence_only(server):
+    import tensorflow as tf
+
+    sentences, separators = _sentences()
+    prefixes = ["we bought", "the dog", "", "my", "", "apples and"]
+    by_sentence_prefix = ["" if j else prefix for text, prefix in zip(PARAGRAPHS, prefixes)
+                          for j in range(len(split_sentences(text)[0]))]
+    settings = _settings(**SETTINGS["beam"])
+    by_text = _plain(server.serve_with_prefix(tf.constant(PARAGRAPHS), tf.constant(prefixes), *settings))
+    by_sentence = _plain(server.serve_with_prefix(tf.constant(sentences), tf.constant(by_sentence_prefix), *settings))
+    texts, scores = _expected(by_sentence, separators, "translations", 3)
+    assert _texts(by_text["translations"]) == texts
+    np.testing.assert_allclose(by_text["scores"], scores, rtol=1e-6, atol=1e-6)
+    for text, prefix, paragraph in zip(_texts(by_text["translation"]), prefixes, PARAGRAPHS):
+        assert text.startswith(prefix) or not paragraph.strip()
+    assert _texts(by_text["translation"])[3] == ""  # a blank text has no sentence to start
+
+
+def test_an_all_caps_sentence_is_read_in_sentence_case_and_its_translation_upper_cased(server):
+    import tensorflow as tf
+
+    shouted = ["EL PERRO ESTÁ EN EL JARDÍN.", "¿DÓNDE ESTÁ EL PERRO? El gato también.", "HOLA"]
+    calm = ["El perro está en el jardín.", "¿Dónde está el perro?", "El gato también.", "Hola"]
+    by_text = _plain(server.serve(tf.constant(shouted)))
+    by_sentence = _plain(server.serve(tf.constant(calm)))
+    calm_texts = _texts(by_sentence["translations"])
+    expected = [
+        [calm_texts[0][k].upper() for k in range(2)],
+        [calm_texts[1][k].upper() + " " + calm_texts[2][k] for k in range(2)],
+        [calm_texts[3][k].upper() for k in range(2)],
+    ]
+    assert _texts(by_text["translations"]) == expected
+    np.testing.assert_allclose(by_text["scores"][0], by_sentence["scores"][0], rtol=1e-6)
+    assert any(text != text.lower() for row in expected for text in row)  # something was upper-cased
+    # `attention` reads a text as written: what `serve` gives a sentence that keeps its case, not a shouted one.
+    mixed = ["El perro de TOM está aquí.", "EL PERRO DE TOM ESTÁ AQUÍ."]
+    served, as_written = _plain(server.serve(tf.constant(mixed))), _plain(server.attention(tf.constant(mixed)))
+    assert _texts(served["translation"])[0] == _texts(as_written["translation"])[0]
+    assert served["score"][0] == pytest.approx(as_written["score"][0], abs=1e-6)
+    assert served["score"][1] != pytest.approx(as_written["score"][1], abs=1e-6)
+
+
+def test_blank_texts_alone_get_empty_outputs_and_score_zero(server):
+    import tensorflow as tf
+
+    outputs = _plain(server.serve(tf.constant(["", "   ", "\n"])))
+    assert _texts(outputs["translation"]) == ["", "", ""] and list(outputs["score"]) == [0.0, 0.0, 0.0]
+    assert _texts(outputs["translations"]) == [["", ""]] * 3 and np.all(outputs["scores"] == 0.0)
+    settings = _settings(**SETTINGS["greedy"])
+    outputs = _plain(server.serve_with_settings(tf.constant([" "]), *settings))
+    assert _texts(outputs["translations"]) == [[""]] and outputs["scores"].tolist() == [[0.0]]
+    assert _plain(server.serve(tf.constant([], tf.string)))["translation"].shape == (0,)
+
+
+def test_score_and_attention_read_a_text_whole_with_its_case_as_given(server, parts):
+    import tensorflow as tf
+
+    from seqtasks.tasks.seq2seq_common import score_ids
+
+    model, source, target = parts
+    text = PARAGRAPHS[0].upper()
+    attention = _plain(server.attention(tf.constant([text])))
+    tokens = [source.vocab[i].encode() for i in source.tokenize(tf.constant([text])).to_list()[0][:12]]
+    assert [t for t in attention["source_tokens"][0] if t] == tokens and len(tokens) == 12
+    scored = _plain(server.score(tf.constant([text]), tf.constant(["we bought bread"])))
+    ids = tf.constant([target.tokenize(tf.constant(["we bought bread"])).to_list()[0] + [3]])
+    source_ids = source.tokenize(tf.constant([text]))[:, :12].to_tensor()
+    _, _, expected = score_ids(model, source_ids, ids, 0.6)
+    np.testing.assert_allclose(scored["score"], np.asarray(expected), rtol=1e-5)
+
+
+def test_a_reader_without_split_reads_each_input_whole(parts, server):
+    import tensorflow as tf
+
+    from seqtasks.tasks.encoder_decoder_server import text_reader
+
+    split = text_reader(parts[1], 12)
+
+    class WholeTexts(tf.Module):
+        spec = split.spec
+
+        def read(self, text):
+            return split.read(text)
+
+        def attention_outputs(self, *args):
+            return split.attention_outputs(*args)
+
+    whole = _server(parts, WholeTexts(), beam_width=3, n_best=2, max_length=8, length_penalty=0.6)
+    texts = tf.constant(PARAGRAPHS[:3])
+    # `attention` reads whole texts in both, with the recipe's decoding: what a reader without `split` serves.
+    expected = _plain(server.attention(texts))
+    served = _plain(whole.serve(texts))
+    assert _texts(served["translation"]) == _texts(expected["translation"])
+    np.testing.assert_allclose(served["score"], expected["score"], rtol=1e-6)
+
+
+def test_the_toy_task_s_digit_sequences_are_one_sentence_each_read_as_they_are():
+    import random
+
+    import tensorflow as tf
+
+    from seqtasks.tasks.encoder_decoder_server import text_reader
+    from seqtasks.text.word_tokenizer import WordTokenizer
+
+    generator = random.Random(3)
+    texts = [" ".join(str(generator.randrange(10)) for _ in range(generator.randint(1, 12))) for _ in range(300)]
+    reader = text_reader(WordTokenizer([str(d) for d in range(10)]), 12)
+    units, prefix, join = reader.split(tf.constant(texts))
+    assert [u.decode() for u in units.numpy()] == texts and prefix is None
+    outputs, scores = join(tf.constant(texts), tf.range(len(texts), dtype=tf.float32))
+    assert _texts(outputs.numpy()) == texts and scores.numpy().tolist() == list(range(len(texts)))
+
+
+@pytest.mark.slow
+def test_an_exported_model_translates_a_paragraph_and_shouting_as_its_sentences(run_cache):
+    import seqtasks
+    from serving_support import tiny_translation_export
+
+    from seqtasks.text.sentences import sentence_case
+
+    model = seqtasks.load(tiny_translation_export(run_cache)[0])
+    sentences = ["Tengo hambre.", "¿Dónde está Tom?", "Ella me hace feliz."]
+    whole, parts = model.translate(["  ".join(sentences)])[0], model.translate(sentences)
+    assert whole.text == "  ".join(part.text for part in parts)
+    assert whole.score == pytest.approx(np.mean([part.score for part in parts]), abs=1e-5)
+    best = model.translate(["\n".join(sentences)], n_best=2, beam_width=3)[0].n_best
+    by_sentence = [part.n_best for part in model.translate(sentences, n_best=2, beam_width=3)]
+    assert [text for text, _ in best] == ["\n".join(each[k][0] for each in by_sentence) for k in range(2)]
+    assert [score for _, score in best] == pytest.approx(
+        [np.mean([each[k][1] for each in by_sentence]) for k in range(2)], abs=1e-5)
+    shouted = "ELLA ME HACE FELIZ."
+    assert model.translate(shouted).text == model.translate(sentence_case(shouted)[0]).text.upper()
+
+
+def test_a_text_s_sentences_after_the_limit_are_read_with_the_last_as_one(server):
+    import tensorflow as tf
+
+    from seqtasks.tasks.serving_limits import MAX_SENTENCES
+
+    many = " ".join(["Hola."] * (MAX_SENTENCES - 1) + ["El perro está en el jardín.", "El gato también. Tom  sí."])
+    tail = "El perro está en el jardín. El gato también. Tom  sí."
+    parts, _, join = server.reader.split(tf.constant([many, "Hola."]))
+    parts = [part.decode() for part in parts.numpy()]
+    assert parts == ["Hola."] * (MAX_SENTENCES - 1) + [tail, "Hola."]
+    texts, scores = join(tf.constant(parts), tf.range(len(parts), dtype=tf.float32))
+    assert _texts(texts.numpy()) == [many, "Hola."]
+    np.testing.assert_allclose(scores.numpy(), [(MAX_SENTENCES - 1) / 2, MAX_SENTENCES])
