@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from seqtasks.text.pretokenizers import PRETOKENIZERS, detokenize, pretokenize, pretokenize_graph
+from seqtasks.text.pretokenizers import PRETOKENIZERS, agreement, detokenize, pretokenize, pretokenize_graph
 
 TREEBANK = [
     ("John Smith lives in New York.", "John Smith lives in New York ."),
@@ -17,6 +17,7 @@ TREEBANK = [
     ("The U.S. economy grew 3.5% in 1996, Mr. Smith said at 9 a.m. on Monday.",
      "The U.S. economy grew 3.5 % in 1996 , Mr. Smith said at 9 a.m. on Monday ."),
     ("Fulham won 4-55 after an e-mail; 1,000 fans at 3:30: great", "Fulham won 4-55 after an e-mail ; 1,000 fans at 3:30 : great"),
+    ("Won,3 to 1 at Leeds:2 in 1996", "Won , 3 to 1 at Leeds : 2 in 1996"),
     ('"Hello," she said.', '" Hello , " she said .'),
     ("The players' union said 'no'.", "The players ' union said ' no ' ."),
     ("He paid $5 -- or US$ 10 -- for it?", "He paid $ 5 -- or US$ 10 -- for it ?"),
@@ -28,6 +29,11 @@ TREEBANK = [
     ("“Quoted” «guillemets» ¿Qué? ¡Sí!", "“ Quoted ” « guillemets » ¿ Qué ? ¡ Sí !"),
     ("O'Brien and O’Neal don’t", "O'Brien and O’Neal do n’t"),
     ("Great 😀👍🏽 trip 🇺🇸", "Great 😀 👍🏽 trip 🇺🇸"),
+    ("Sunny☀️ coffee☕ day⭐⌚日本 „so“", "Sunny ☀️ coffee ☕ day ⭐ ⌚ 日本 „ so “"),
+    # A full stop after three lower-case Latin-1 letters before a capital one.
+    ("Er kam zu Gruß. Ümit war schön. Ödön aß brød. Øre café. Dann Menü. Ende",
+     "Er kam zu Gruß . Ümit war schön . Ödön aß brød . Øre café . Dann Menü . Ende"),
+    ("``Hi '' she said", "`` Hi '' she said"),
     ("", ""),
     (" \t\n\u00a0 ", ""),
 ]
@@ -40,6 +46,18 @@ TWEET = [
      " )"),
     ("love u 👩\u200d👩\u200d👧 family", "love u 👩\u200d👩\u200d👧 family"),
     ("a &lt; b &amp;c &#39;", "a &lt; b &amp; c &#39;"),
+    ("see you at 10:30 tonight, 3.5 or 1,000 :)", "see you at 10:30 tonight , 3.5 or 1,000 :)"),
+    ("see http://x.com/Sam's_page now", "see http://x.com/Sam's_page now"),
+    ("Home now. Tired: very, at 3.5 ok.", "Home now . Tired : very , at 3.5 ok ."),
+    ('Ha; what? {x} [y] “q” „z“ «f» ¿sí? ¡ya! wow… "ok"',
+     'Ha ; what ? { x } [ y ] “ q ” „ z “ « f » ¿ sí ? ¡ ya ! wow … " ok "'),
+    ("hi=) ok:'( yo:^) a:-] b:d c:p e:P f:o g:O h:/ i:| j:* k:3 l:o)",
+     "hi =) ok :'( yo :^) a :-] b :d c :p e :P f :o g :O h :/ i :| j :* k :3 l :o)"),
+    # A URL ends before the punctuation that follows it, in any letter case of its scheme.
+    ("HTTPS://A.B/?c Https://x.y/z; (see www.a.b/c) www.a.b/d! www.a.b/e? 'www.a.b/g' ‘www.a.b/h’"
+     ' “www.a.b/i” www.a.b/j… [www.a.b/k] www.a.b/m, {www.a.b/n} "www.a.b/o"',
+     "HTTPS://A.B/?c Https://x.y/z ; ( see www.a.b/c ) www.a.b/d ! www.a.b/e ? ' www.a.b/g ' ‘ www.a.b/h ’"
+     ' “ www.a.b/i ” www.a.b/j … [ www.a.b/k ] www.a.b/m , { www.a.b/n } " www.a.b/o "'),
     ("I'm sure Sam's dog doesn't #Sam's", "I'm sure Sam 's dog doesn't #Sam 's"),
     ("", ""),
 ]
@@ -116,6 +134,50 @@ def test_detokenize_places_every_token_and_the_treebank_splitter_undoes_it():
     assert [text[start:end] for start, end in spans] == tokens
     assert [token for token, _, _ in pretokenize(text, "treebank")] == tokens
     assert detokenize([]) == ("", [])
+    assert detokenize(["``", "Hi", "''", "!"])[0] == "``Hi''!"
     # A contraction split at its apostrophe, as WNUT-17's dev tweets have them, is written whole.
     assert detokenize(["I", "'", "ve", "seen", "'", "em", "don", "'", "t"]) == (
         "I've seen' em don't", [(0, 1), (1, 2), (2, 4), (5, 9), (9, 10), (11, 13), (14, 17), (17, 18), (18, 19)])
+
+
+DETOKENIZE = [
+    (["He", "left", "."], "He left."),
+    (["a", ",", "b", ";", "c", ":", "d", "!", "e", "?", "f"], "a, b; c: d! e? f"),
+    (["(", "a", ")", "[", "b", "]", "{", "c", "}", "d"], "(a) [b] {c} d"),
+    (["up", "5", "%", "to", "$", "5", "...", "or", "less"], "up 5% to $5... or less"),
+    (["it", "'s", "I", "'m", "he", "'d", "we", "'ll", "you", "'re", "they", "'ve", "do", "n't", "go"],
+     "it's I'm he'd we'll you're they've don't go"),
+    (["IT", "'S", "I", "'M", "HE", "'D", "WE", "'LL", "YOU", "'RE", "THEY", "'VE", "DO", "N'T", "GO"],
+     "IT'S I'M HE'D WE'LL YOU'RE THEY'VE DON'T GO"),
+    (["the", "players", "'", "``", "union", "said"], "the players' ``union said"),
+    # `"` opens and closes in turn, however many tokens lie between two of them.
+    (['"', "Yes", '"', ",", "he", "said", ",", '"', "we", "won", '"', ".", '"', "Go", '"', "!"],
+     '"Yes", he said, "we won". "Go"!'),
+    (["say", '"', "a", '"', '"', "b", "c", '"'], 'say "a" "b c"'),
+    ([], ""),
+]
+
+
+def test_detokenize_glues_closing_and_opening_tokens_and_alternates_quotes():
+    for tokens, expected in DETOKENIZE:
+        text, spans = detokenize(tokens)
+        assert text == expected, tokens
+        assert [text[start:end] for start, end in spans] == tokens
+
+
+# Which pre-tokenizers split each sentence's detokenized text back into its tokens, worked out by hand.
+AGREEMENT = [
+    (["He", "does", "n't", "know", "."], {"treebank"}),  # "He doesn't know."
+    (["I'm", "happy", ":)"], {"whitespace", "tweet"}),  # "I'm happy :)"
+    (["The", "U.S.", "economy", "grew", "3.5", "%", "."], {"treebank"}),  # tweet: "U.S" "." before a space
+    (["Zürich", "(", "AP", ")", "-", "Köln", "won", "2-1", "."], {"treebank", "tweet"}),
+]
+
+
+def test_agreement_is_the_share_of_sentences_split_back_into_their_tokens():
+    sentences = [tokens for tokens, _ in AGREEMENT]
+    for name in PRETOKENIZERS:
+        assert agreement(sentences, name) == sum(name in names for _, names in AGREEMENT) / 4, name
+    assert agreement(sentences, "treebank") == 0.75
+    assert agreement(sentences[:3], "tweet") == pytest.approx(1 / 3)
+    assert agreement([], "treebank") == 1.0

@@ -63,8 +63,8 @@ _TREEBANK = [
     (f"({_NONSEP})([nN][{_APOSTROPHE}][tT])([^A-Za-z])", f"\\1{_M}\\2\\3"),
     (f"([^{_SEPARATORS}{_APOSTROPHE}])([{_APOSTROPHE}](?:s|S|m|M|d|D|ll|LL|re|RE|ve|VE))([^A-Za-z])", f"\\1{_M}\\2\\3"),
     # A quote closing a word ("players'") or opening one ("'Hello").
-    (f"({_NONSEP})([{_APOSTROPHE}\u2018]+)([{_SEPARATORS}.,;:!?)\\]}}])", f"\\1{_M}\\2\\3"),
-    (f"([{WHITESPACE}{_EDGE}])([{_APOSTROPHE}\u2018`]+)({_NONSEP})", f"\\1\\2{_M}\\3"),
+    (f"([^{_SEPARATORS}{_APOSTROPHE}\u2018])([{_APOSTROPHE}\u2018]+)([{_SEPARATORS}.,;:!?)\\]}}])", f"\\1{_M}\\2\\3"),
+    (f"([{WHITESPACE}{_EDGE}])([{_APOSTROPHE}\u2018`]+)([^{_SEPARATORS}{_APOSTROPHE}\u2018`])", f"\\1\\2{_M}\\3"),
     (f"([^{_SEPARATORS}.])(\\.)([{_SEPARATORS}{_APOSTROPHE}\u2018\"\u201d)\\]}}]*{_EDGE})", f"\\1{_M}\\2\\3"),
     (f"([a-z{_LOWER}][a-z{_LOWER}][a-z{_LOWER}])(\\.)([{_SEPARATORS}\"\u201d{_APOSTROPHE})\\]]*[{WHITESPACE}][{_SEPARATORS}]*[A-Z{_UPPER}\"\u201c{_APOSTROPHE}\u00bf\u00a1])",
      f"\\1{_M}\\2\\3"),
@@ -76,12 +76,15 @@ _PUNCTUATION = ",;!?()\\[\\]{}\"\u201c\u201d\u201e\u00ab\u00bb\u00bf\u00a1\u2026
 _TWEET = [
     (
         f"({_URL}|&[A-Za-z]+;|&#[0-9]+;|@[A-Za-z0-9_]+|#[^{_SEPARATORS}{_PUNCTUATION}#@.:'\u2019]+|{_EMOTICON}|{_EMOJI_RUN})"
-        f"|([{_PUNCTUATION}]|\\.\\.+)",
-        f"{_M}\\1\\2{_M}",
+        f"|([{_PUNCTUATION}]|\\.\\.+)"
+        # Times and numbers ("10:30", "3.5", "1,000") are matched whole, so no emoticon is found inside them.
+        "|([0-9]+(?:[:.,][0-9]+)+)",
+        f"{_M}\\1\\2{_M}\\3",
     ),
     (f"([^{_SEPARATORS}.])([.:])({_SEP})", f"\\1{_M}\\2\\3"),
     # "'s" is split off as WNUT-17's training tweets mostly have it ("sam 's"); "I'm", "don't" stay whole.
-    (f"([^{_SEPARATORS}{_APOSTROPHE}])([{_APOSTROPHE}][sS])([^A-Za-z])", f"\\1{_M}\\2\\3"),
+    # Only before a space or punctuation: a URL keeps its "'s_page".
+    (f"([^{_SEPARATORS}{_APOSTROPHE}])([{_APOSTROPHE}][sS])([{_SEPARATORS}.,;:!?)\\]}}\"])", f"\\1{_M}\\2\\3"),
 ]
 
 RULES = {"whitespace": [], "treebank": _TREEBANK, "tweet": _TWEET}
@@ -140,7 +143,7 @@ def pretokenize_graph(texts, name):
 
 
 # Tokens that attach to the one before (no space) and to the one after, when text is rebuilt from tokens.
-_CLOSING = {".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "...", "'s", "'S", "n't", "N'T", "'m", "'M", "'d", "'D",
+_CLOSING = {"''", ".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "...", "'s", "'S", "n't", "N'T", "'m", "'M", "'d", "'D",
             "'ll", "'LL", "'re", "'RE", "'ve", "'VE", "'"}
 _OPENING = {"(", "[", "{", "$", "``"}
 # What follows the apostrophe of a contraction split there ("I ' ve", as WNUT-17's dev tweets have them).
