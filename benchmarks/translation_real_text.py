@@ -1,6 +1,6 @@
 """A translation run's BLEU on text as users paste it: its dev sources as they are, upper-cased, and in paragraphs.
 
-    python -m benchmarks.translation_real_text RUN_DIR [--limit N] [--json OUT.json]
+    python -m benchmarks.translation_real_text RUN_DIR [--limit N] [--whole] [--json OUT.json]
 
 The run's model (`seqtasks.load(RUN_DIR)`: its serving module, in process)
 translates the validation pairs the run was evaluated on (`Task.read_splits`,
@@ -17,7 +17,10 @@ so an upper-cased output counts as its words), against the references as
 `seqtasks eval` reads them (NFKC); `upper_case` and `paragraphs` also as a
 share of `as_is`. `paragraphs_split_in_3` is the share of paragraphs that
 `seqtasks.text.sentences.split_sentences` cuts into their 3 sources.
-Printed as a Markdown table and as JSON, written to OUT.json with `--json`.
+`--whole` reads each text whole and as given instead, through the
+`attention` signature (the recipe's decoding), as every export read a text
+before it was split into sentences: the "before" figures. Printed as a
+Markdown table and as JSON, written to OUT.json with `--json`.
 """
 
 import argparse
@@ -35,7 +38,7 @@ def _bleu(hypotheses, references):
     return metric.corpus_score(hypotheses, [references]), str(metric.get_signature())
 
 
-def measure(run_dir, limit=None, batch_size=64):
+def measure(run_dir, limit=None, batch_size=64, whole=False):
     """The three variants' inputs and lower-cased BLEU, as the JSON `main` prints."""
     import seqtasks
     from seqtasks.errors import SeqtasksError
@@ -62,7 +65,10 @@ def measure(run_dir, limit=None, batch_size=64):
     }
     variants, signature = {}, None
     for name, (texts, wanted) in inputs.items():
-        outputs = [result.text for result in model.translate(texts, batch_size=batch_size)]
+        if whole:
+            outputs = [row["translation"] for row in model.attention(texts, batch_size=batch_size)]
+        else:
+            outputs = [result.text for result in model.translate(texts, batch_size=batch_size)]
         score, signature = _bleu(outputs, wanted)
         variants[name] = {"inputs": len(texts), "bleu_lowercase": round(score.score, 2)}
     for name in ("upper_case", "paragraphs"):
@@ -71,6 +77,7 @@ def measure(run_dir, limit=None, batch_size=64):
     split = sum(split_sentences(paragraph)[0] == sources[group] for paragraph, group in zip(paragraphs, groups))
     return {
         "run": str(run_dir),
+        "read": "whole" if whole else "by sentence",
         "pairs": len(pairs),
         "paragraphs_split_in_3": round(split / len(groups), 4),
         "variants": variants,
@@ -91,9 +98,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("--limit", type=int, default=None, help="the first N validation pairs")
+    parser.add_argument("--whole", action="store_true",
+                        help="read each text whole, as given (the `attention` signature), as exports did before")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    result = measure(Path(args.run_dir), args.limit)
+    result = measure(Path(args.run_dir), args.limit, whole=args.whole)
     text = json.dumps(result, indent=2)
     print(table(result))
     print(text)
