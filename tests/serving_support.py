@@ -196,6 +196,8 @@ def in_process_server(served, limits=None, capacity=None, allowed_hosts=(), log_
         yield f"http://127.0.0.1:{port}", lines
     finally:
         for model in served.values():
-            model.model.gate.set()
+            gate = getattr(model.model, "gate", None)  # a fake model's; a real one has none
+            if gate is not None:
+                gate.set()
         server.should_exit = True
         thread.join(30)

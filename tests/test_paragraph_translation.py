@@ -269,7 +269,8 @@ def test_an_exported_model_translates_a_paragraph_and_shouting_as_its_sentences(
 
     from seqtasks.text.sentences import sentence_case
 
-    model = seqtasks.load(tiny_translation_export(run_cache)[0])
+    export = tiny_translation_export(run_cache)[0]
+    model = seqtasks.load(export)
     sentences = ["Tengo hambre.", "¿Dónde está Tom?", "Ella me hace feliz."]
     whole, parts = model.translate(["  ".join(sentences)])[0], model.translate(sentences)
     assert whole.text == "  ".join(part.text for part in parts)
@@ -281,6 +282,20 @@ def test_an_exported_model_translates_a_paragraph_and_shouting_as_its_sentences(
         [np.mean([each[k][1] for each in by_sentence]) for k in range(2)], abs=1e-5)
     shouted = "ELLA ME HACE FELIZ."
     assert model.translate(shouted).text == model.translate(sentence_case(shouted)[0]).text.upper()
+
+    # `seqtasks predict` and `seqtasks serve` answer from the same signature: the same joined translation.
+    import serving_support
+    from conftest import seqtasks_command
+
+    from seqtasks.serving.models import load_served
+
+    paragraph = "  ".join(sentences)
+    assert seqtasks_command("predict", export, paragraph).stdout.rstrip("\n") == whole.text
+    with serving_support.in_process_server(load_served(export)) as (url, _):
+        name = serving_support.get_json(url + "/seqtasks/models")[1]["models"][0]["name"]
+        status, answer = serving_support.post_json(f"{url}/v1/models/{name}:predict", {"instances": [paragraph]})
+    assert status == 200, answer
+    assert answer["predictions"][0]["translation"] == whole.text
 
 
 def test_a_text_s_sentences_after_the_limit_are_read_with_the_last_as_one(server):
