@@ -1,10 +1,12 @@
 """The sentence splitter and sentence case on hand-written cases, and the graph against Python on generated text."""
 
 import random
+import re
 
 import pytest
 
 from seqtasks.text.sentences import (
+    _any_case,
     sentence_case,
     sentence_case_graph,
     split_sentences,
@@ -48,6 +50,39 @@ CASES = [
     ("  Hola.   Adiós.\n\nOtra vez.\n", ["Hola.", "Adiós.", "Otra vez."], ["  ", "   ", "\n\n", "\n"]),
     ("Uno.\u3000Dos.\r\nΤρία. Четыре.", ["Uno.", "Dos.", "Τρία.", "Четыре."],
      ["", "\u3000", "\r\n", " ", ""]),
+    # Every closing quote or bracket may follow the stop, and several of them; ‹ › are a quotation as « » are.
+    ("Le dijo ‘basta.’ Y se fue.", ["Le dijo ‘basta.’", "Y se fue."], ["", " ", ""]),
+    ("Dijo ‹sí.› Y fue.", ["Dijo ‹sí.›", "Y fue."], ["", " ", ""]),
+    ("[Nota.] Sigue. [Otra.]", ["[Nota.]", "Sigue.", "[Otra.]"], ["", " ", " ", ""]),
+    ("(Dijo «basta.») Luego.", ["(Dijo «basta.»)", "Luego."], ["", " ", ""]),
+    ("‹Hola. Adiós.› Fin.", ["‹Hola. Adiós.›", "Fin."], ["", " ", ""]),
+    # Every opening quote, `¿` and a digit start a sentence, as upper-case letters of each script do.
+    ('Fin. "Hola," dijo.', ["Fin.", '"Hola," dijo.'], ["", " ", ""]),
+    ("Fin. “Hola”, dijo.", ["Fin.", "“Hola”, dijo."], ["", " ", ""]),
+    ("Fin. ‘Hola’, dijo.", ["Fin.", "‘Hola’, dijo."], ["", " ", ""]),
+    ("Fin. «Hola», dijo.", ["Fin.", "«Hola», dijo."], ["", " ", ""]),
+    ("Fin. ‹Hola›, dijo.", ["Fin.", "‹Hola›, dijo."], ["", " ", ""]),
+    ("Hola. ¿Vienes?", ["Hola.", "¿Vienes?"], ["", " ", ""]),
+    ("Empataron. 0 a 0. 9 jugadores.", ["Empataron.", "0 a 0.", "9 jugadores."], ["", " ", " ", ""]),
+    ("Ànima. Ödön. Ørsted. Þór. Άρης. Έλα. Ώρα. Αλφα. Ωμέγα. Аня. Яблоко. Zeta.",
+     ["Ànima.", "Ödön.", "Ørsted.", "Þór.", "Άρης.", "Έλα.", "Ώρα.", "Αλφα.", "Ωμέγα.", "Аня.", "Яблоко.", "Zeta."],
+     ["", " ", " ", " ", " ", " ", " ", " ", " ", " ", " ", " ", ""]),
+    # Every abbreviation keeps its stop from splitting.
+    ("La Dra. Ruiz, la Srta. Gil, los Sres. Paz, Mr. Li, Ms. Wu, el Prof. Kim, St. Louis, John Jr. Smith, "
+     "Ud. Y Uds. Y Vd. Y Vds. Saben, A vs. B, e.g. Ana, i.e. Eva.",
+     ["La Dra. Ruiz, la Srta. Gil, los Sres. Paz, Mr. Li, Ms. Wu, el Prof. Kim, St. Louis, John Jr. Smith, "
+      "Ud. Y Uds. Y Vd. Y Vds. Saben, A vs. B, e.g. Ana, i.e. Eva."], ["", ""]),
+    # An abbreviation or a capital that ends a longer word, after a lower-case letter of any script, is neither.
+    ("Mucha salud. Nos vemos.", ["Mucha salud.", "Nos vemos."], ["", " ", ""]),
+    ("Hon har en vacker röst. Hon sjunger.", ["Hon har en vacker röst.", "Hon sjunger."], ["", " ", ""]),
+    ("Vi reiser mot øst. Det er kaldt.", ["Vi reiser mot øst.", "Det er kaldt."], ["", " ", ""]),
+    ("Η απόφαση του ΣτΕ. Ήταν σαφής.", ["Η απόφαση του ΣτΕ.", "Ήταν σαφής."], ["", " ", ""]),
+    ("Трудился на ЗиЛ. Потом уехал.", ["Трудился на ЗиЛ.", "Потом уехал."], ["", " ", ""]),
+    ("Ένα ΐΑ. Τέλος.", ["Ένα ΐΑ.", "Τέλος."], ["", " ", ""]),
+    # The private-use characters the splitter marks with are a text's own characters like any other.
+    ("Uno\ue000 dos. Tres\ue005 cuatro. «Cinco\ue001. Seis\ue002.» Siete\ue003. Ocho\ue004. Nueve\ue006.",
+     ["Uno\ue000 dos.", "Tres\ue005 cuatro.", "«Cinco\ue001. Seis\ue002.»", "Siete\ue003.", "Ocho\ue004.",
+      "Nueve\ue006."], ["", " ", " ", " ", " ", " ", ""]),
 ]
 
 
@@ -108,6 +143,28 @@ def test_the_graph_keeps_invalid_utf8_bytes_in_place():
     sentences, separators = sentences.to_list()[0], separators.to_list()[0]
     assert sentences == [b"Hola.\xff Adi\xf3s.", b"Ya.", b"Fin"]
     assert separators[0] + b"".join(s + p for s, p in zip(sentences, separators[1:])) == text
+
+
+@pytest.mark.parametrize("word,matched,unmatched", [
+    ("e.g", ["e.g", "E.G", "e.G", "E.g"], ["exg", "e g", "eg", "e.gx", "E..G"]),
+    ("Sra", ["Sra", "SRA", "sra", "sRa"], ["Sr", "Sras", "Sr a"]),
+])
+def test_an_abbreviation_is_matched_in_any_case_and_its_stops_only_as_stops(word, matched, unmatched):
+    pattern = _any_case(word)
+    assert [w for w in matched + unmatched if re.fullmatch(pattern, w)] == matched
+
+
+def test_an_empty_batch_gives_empty_results():
+    import tensorflow as tf
+
+    sentences, separators = split_sentences_graph([])
+    assert (sentences.to_list(), separators.to_list()) == ([], [])
+    assert sentences.dtype == separators.dtype == tf.string
+    cased, shouted = sentence_case_graph([])
+    assert (cased.numpy().tolist(), shouted.numpy().tolist()) == ([], [])
+    assert (cased.dtype, shouted.dtype) == (tf.string, tf.bool)
+    upper = upper_case_graph([])
+    assert (upper.numpy().tolist(), upper.dtype) == ([], tf.string)
 
 
 def test_a_text_that_is_not_a_string_is_refused():
