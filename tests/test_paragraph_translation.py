@@ -55,7 +55,7 @@ def _server(parts, reader=None, **decoding):
     from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
 
     model, source, target = parts
-    reader = reader or text_reader(source, 12)
+    reader = reader or text_reader(source, 12, by_sentence=True)
     return make_server(model, reader, target, "translation", DecodingConfig(**decoding))
 
 
@@ -225,18 +225,8 @@ def test_a_reader_without_split_reads_each_input_whole(parts, server):
 
     from seqtasks.tasks.encoder_decoder_server import text_reader
 
-    split = text_reader(parts[1], 12)
-
-    class WholeTexts(tf.Module):
-        spec = split.spec
-
-        def read(self, text):
-            return split.read(text)
-
-        def attention_outputs(self, *args):
-            return split.attention_outputs(*args)
-
-    whole = _server(parts, WholeTexts(), beam_width=3, n_best=2, max_length=8, length_penalty=0.6)
+    whole = _server(parts, text_reader(parts[1], 12), beam_width=3, n_best=2, max_length=8, length_penalty=0.6)
+    assert not hasattr(whole.reader, "split")
     texts = tf.constant(PARAGRAPHS[:3])
     # `attention` reads whole texts in both, with the recipe's decoding: what a reader without `split` serves.
     expected = _plain(server.attention(texts))
@@ -245,21 +235,14 @@ def test_a_reader_without_split_reads_each_input_whole(parts, server):
     np.testing.assert_allclose(served["score"], expected["score"], rtol=1e-6)
 
 
-def test_the_toy_task_s_digit_sequences_are_one_sentence_each_read_as_they_are():
-    import random
+def test_the_toy_task_reads_its_digit_sequences_whole():
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks import make_task
 
-    import tensorflow as tf
+    from conftest import REPO
 
-    from seqtasks.tasks.encoder_decoder_server import text_reader
-    from seqtasks.text.word_tokenizer import WordTokenizer
-
-    generator = random.Random(3)
-    texts = [" ".join(str(generator.randrange(10)) for _ in range(generator.randint(1, 12))) for _ in range(300)]
-    reader = text_reader(WordTokenizer([str(d) for d in range(10)]), 12)
-    units, prefix, join = reader.split(tf.constant(texts))
-    assert [u.decode() for u in units.numpy()] == texts and prefix is None
-    outputs, scores = join(tf.constant(texts), tf.range(len(texts), dtype=tf.float32))
-    assert _texts(outputs.numpy()) == texts and scores.numpy().tolist() == list(range(len(texts)))
+    task = make_task(load_recipe(REPO / "recipes" / "toy.yaml"))
+    assert "sentence" not in " ".join(task.reading_limits())
 
 
 @pytest.mark.slow

@@ -2,8 +2,8 @@
 
 `make_server` builds the `tf.Module` a task exports; what differs between
 tasks is how a request's input becomes the model's input, which a reader
-says: `text_reader` splits texts into sentences and tokenizes them
-(translation, toy), the captioner's `image_reader`
+says: `text_reader` tokenizes texts (toy; translation's splits them into
+sentences first), the captioner's `image_reader`
 (`seqtasks.tasks.captioning.serving`) decodes images and runs the backbone.
 Every signature decodes through `seq2seq_common.search`.
 """
@@ -187,8 +187,9 @@ def text_reading_limits(data):
     ]
 
 
-def text_reader(tokenizer, max_length):
-    """A reader of texts `text` `[None]` for `make_server`; see `TextReader`."""
+def text_reader(tokenizer, max_length, by_sentence=False):
+    """A reader of texts `text` `[None]` for `make_server`: `TextReader`, each text read whole, or with
+    `by_sentence` (translation) `SentenceReader`, each text's sentences decoded on their own."""
     import tensorflow as tf
 
     from seqtasks.tasks.serving_limits import MAX_SENTENCES, cut_text
@@ -208,7 +209,39 @@ def text_reader(tokenizer, max_length):
         return tf.RaggedTensor.from_row_lengths(joined, lengths), separators
 
     class TextReader(tf.Module):
-        """Texts cut to `text_character_limit(max_length)` characters, translated sentence by sentence.
+        """Texts cut to `text_character_limit(max_length)` characters, then to `max_length` tokens.
+
+        A text with no tokens (empty, blank) gets an empty output and a score
+        of 0.0, the log-probability of a certain output. Its attention
+        outputs are `source_tokens` `[None, S]`, `target_tokens` `[None, T]`
+        (the end token included; both padded with "") and `attention`
+        `[None, T, S]` (0 on padding).
+        """
+
+        spec = tf.TensorSpec([None], tf.string, name="text")
+
+        def __init__(self):
+            super().__init__()
+            self.tokenizer = tokenizer
+
+        def read(self, text):
+            tokens = self.tokenizer.tokenize(cut_text(text, max_length))[:, :max_length]
+            # At least one column keeps the encoder's time axis non-empty.
+            source = tokens.to_tensor(default_value=PAD_ID)
+            source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(source)[1])]])
+            # The decoder would write something even for no input.
+            return source, tf.shape(source)[0], tf.equal(tokens.row_lengths(), 0)
+
+        def attention_outputs(self, source, tokens, weights, mask):
+            source_mask = tf.not_equal(source, PAD_ID)
+            return {
+                "source_tokens": token_strings(self.tokenizer, source, source_mask),
+                "target_tokens": tokens,
+                "attention": tf.where(source_mask[:, None, :], weights, 0.0),
+            }
+
+    class SentenceReader(TextReader):
+        """A `TextReader` whose texts are translated sentence by sentence.
 
         `split` cuts each text into its sentences
         (`seqtasks.text.sentences.split_sentences`), at most
@@ -231,16 +264,8 @@ def text_reader(tokenizer, max_length):
         the log-probability of a certain output.
 
         `score` and `attention` read each text whole, as one sentence, its
-        case as given. Its attention outputs are `source_tokens` `[None, S]`,
-        `target_tokens` `[None, T]` (the end token included; both padded
-        with "") and `attention` `[None, T, S]` (0 on padding).
+        case as given, as a `TextReader` does.
         """
-
-        spec = tf.TensorSpec([None], tf.string, name="text")
-
-        def __init__(self):
-            super().__init__()
-            self.tokenizer = tokenizer
 
         def split(self, text, prefix=None):
             sentences, separators = capped(*split_sentences_graph(cut_text(text, max_length)))
@@ -270,23 +295,7 @@ def text_reader(tokenizer, max_length):
 
             return tf.concat([parts, padding], 0), prefix, join
 
-        def read(self, text):
-            tokens = self.tokenizer.tokenize(cut_text(text, max_length))[:, :max_length]
-            # At least one column keeps the encoder's time axis non-empty.
-            source = tokens.to_tensor(default_value=PAD_ID)
-            source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(source)[1])]])
-            # The decoder would write something even for no input.
-            return source, tf.shape(source)[0], tf.equal(tokens.row_lengths(), 0)
-
-        def attention_outputs(self, source, tokens, weights, mask):
-            source_mask = tf.not_equal(source, PAD_ID)
-            return {
-                "source_tokens": token_strings(self.tokenizer, source, source_mask),
-                "target_tokens": tokens,
-                "attention": tf.where(source_mask[:, None, :], weights, 0.0),
-            }
-
-    return TextReader()
+    return SentenceReader() if by_sentence else TextReader()
 
 
 def decoded_attention(model, decoded, inputs, blank=None):

@@ -114,11 +114,6 @@ class ToyTask(Task):
         report += report_lines(by_length, ["sequence_accuracy", "token_accuracy"])
         return Evaluation({"validation": sequence_scores(predictions, target_out), "by_length": by_length}, report)
 
-    def reading_limits(self):
-        from seqtasks.tasks.encoder_decoder_server import text_reading_limits
-
-        return text_reading_limits(self.recipe.data)
-
     def serving_module(self, model):
         from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
 

@@ -282,5 +282,5 @@ class TranslationTask(Task):
     def serving_module(self, model):
         from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
 
-        reader = text_reader(self.source_tokenizer, self.recipe.data.max_length)
+        reader = text_reader(self.source_tokenizer, self.recipe.data.max_length, by_sentence=True)
         return make_server(model, reader, self.target_tokenizer, "translation", self.recipe.model.decoding)
