@@ -23,9 +23,10 @@ gold spans: precision, recall and F1, micro-averaged over the entities.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from benchmarks.records import report_json
 
 
 def entity_spans(tags, offsets):
@@ -112,10 +113,7 @@ def main(argv=None):
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     result = measure(args.run_dir, args.data, args.limit, args.pretokenizer, args.heldout)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    report_json(result, args.json)
     return 0
 
 

@@ -96,3 +96,14 @@ def update_benchmarks_md(path, stored, command):
     else:
         text = text.rstrip("\n") + "\n\n## Benchmark suite\n\n" + table + "\n"
     path.write_text(text)
+
+
+def report_json(result, path=None):
+    """Prints a benchmark script's result as indented JSON, and writes it to `path` too when given."""
+    import json
+    from pathlib import Path
+
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")

@@ -12,9 +12,10 @@ probabilities (to 1e-6) as their tokenized form.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from benchmarks.records import report_json
 
 
 def measure(run_dir):
@@ -52,10 +53,7 @@ def main(argv=None):
     parser.add_argument("run_dir")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    text = json.dumps(measure(Path(args.run_dir)), indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    report_json(measure(Path(args.run_dir)), args.json)
     return 0
 
 

@@ -24,9 +24,10 @@ Markdown table and as JSON, written to OUT.json with `--json`.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from benchmarks.records import report_json
 
 PARAGRAPH = 3
 
@@ -103,11 +104,8 @@ def main(argv=None):
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     result = measure(Path(args.run_dir), args.limit, whole=args.whole)
-    text = json.dumps(result, indent=2)
     print(table(result))
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    report_json(result, args.json)
     return 0
 
 
