@@ -7,8 +7,10 @@ Treebank tokens, "it 's not bad at all !") are written out by
 `seqtasks.text.pretokenizers.detokenize` ("it's not bad at all!") and, a
 second time, capitalised as a sentence starts ("It's not bad at all!"). The
 run's model (as `seqtasks.load(RUN_DIR)` gives it) classifies all three;
-the script reports each accuracy and how many texts get the same
-probabilities (to 1e-6) as their tokenized form.
+the script reports each accuracy, how many texts get the same
+probabilities (to 1e-6) as their tokenized form, and how many written-out
+texts the `words` splitter splits into the same words as their tokenized
+form (`same_words_written_out`).
 """
 
 import argparse
@@ -45,7 +47,13 @@ def measure(run_dir):
             "accuracy": round(float(np.mean(predicted == np.array(labels))), 4),
             "same_probabilities": int(np.sum(np.all(np.abs(probabilities - reference) < 1e-6, axis=1))),
         }
-    return {"run": str(run_dir), "texts": len(texts), **results}
+    import tensorflow as tf
+
+    from seqtasks.text.word_tokenizer import split_words
+
+    same = sum(a == b for a, b in zip(split_words(tf.constant(texts)).to_list(),
+                                       split_words(tf.constant(written)).to_list()))
+    return {"run": str(run_dir), "texts": len(texts), "same_words_written_out": same, **results}
 
 
 def main(argv=None):

@@ -141,6 +141,22 @@ def viterbi_decode(potentials, mask, transitions, start_scores, end_scores):
     return tags[:, :-1], score
 
 
+def _forward_log_alphas(steps, step_mask, transitions, start_scores, end_scores):
+    """`(first, later, log_partition)`: the forward log-sums of time-major `steps` (`_time_major`), at the
+    first step `(batch, num_tags)` and at each later one `(time, batch, num_tags)` (padding carries them
+    on), and log Z `(batch,)`."""
+
+    def forward(log_alpha, inputs):
+        emission, keep = _split(inputs)
+        scores = ops.logsumexp(ops.expand_dims(log_alpha, 2) + transitions, axis=1) + emission
+        log_alpha = ops.where(ops.expand_dims(keep, 1), scores, log_alpha)
+        return log_alpha, log_alpha
+
+    first = start_scores + steps[0]
+    log_alpha, later = ops.scan(forward, first, _joined(steps[1:], step_mask[1:]))
+    return first, later, ops.logsumexp(log_alpha + end_scores, axis=1)
+
+
 def segment_log_probs(potentials, mask, transitions, start_scores, end_scores, tags, starts, continuation):
     """The log probability of each segment of a tag path, ending where it does (`keras.ops` only).
 
@@ -179,15 +195,7 @@ def segment_log_probs(potentials, mask, transitions, start_scores, end_scores, t
     tags = ops.where(step_mask, tags, ops.zeros_like(tags))
     starts = ops.swapaxes(ops.pad(starts, ((0, 0), (0, 1))), 0, 1)
 
-    def forward(log_alpha, inputs):
-        emission, keep = _split(inputs)
-        scores = ops.logsumexp(ops.expand_dims(log_alpha, 2) + transitions, axis=1) + emission
-        log_alpha = ops.where(ops.expand_dims(keep, 1), scores, log_alpha)
-        return log_alpha, log_alpha
-
-    first = start_scores + steps[0]
-    log_alpha, later = ops.scan(forward, first, _joined(steps[1:], step_mask[1:]))
-    log_partition = ops.logsumexp(log_alpha + end_scores, axis=1)
+    first, later, log_partition = _forward_log_alphas(steps, step_mask, transitions, start_scores, end_scores)
     log_alphas = ops.concatenate([ops.expand_dims(first, 0), later])
     at_tags = ops.take_along_axis(log_alphas, ops.expand_dims(tags, 2), axis=2)[..., 0]
     emissions = ops.take_along_axis(steps, ops.expand_dims(tags, 2), axis=2)[..., 0]
@@ -366,17 +374,13 @@ class CRF(keras.layers.Layer):
     def log_likelihood(self, potentials, tags, mask=None):
         """Log probability `(batch,)` of the paths `tags` `(batch, time)`, over every path (constraints aside)."""
         steps, step_mask = _time_major(potentials, mask)
-        transitions = ops.cast(self.transitions, "float32")
-
-        def forward(log_alpha, inputs):
-            emission, keep = _split(inputs)
-            scores = ops.logsumexp(ops.expand_dims(log_alpha, 2) + transitions, axis=1) + emission
-            log_alpha = ops.where(ops.expand_dims(keep, 1), scores, log_alpha)
-            return log_alpha, log_alpha
-
-        first = ops.cast(self.start_transitions, "float32") + steps[0]
-        log_alpha, _ = ops.scan(forward, first, _joined(steps[1:], step_mask[1:]))
-        log_partition = ops.logsumexp(log_alpha + ops.cast(self.end_transitions, "float32"), axis=1)
+        _, _, log_partition = _forward_log_alphas(
+            steps,
+            step_mask,
+            ops.cast(self.transitions, "float32"),
+            ops.cast(self.start_transitions, "float32"),
+            ops.cast(self.end_transitions, "float32"),
+        )
         tags = ops.pad(ops.cast(tags, "int32"), ((0, 0), (0, 1)))
         return self._path_score(steps, step_mask, tags) - log_partition
 

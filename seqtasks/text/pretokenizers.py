@@ -143,7 +143,7 @@ def pretokenize_graph(texts, name):
 
 
 # Tokens that attach to the one before (no space) and to the one after, when text is rebuilt from tokens.
-_CLOSING = {"''", ".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "...", "'s", "'S", "n't", "N'T", "'m", "'M", "'d", "'D",
+_CLOSING = {".", ",", ";", ":", "!", "?", ")", "]", "}", "%", "...", "'s", "'S", "n't", "N'T", "'m", "'M", "'d", "'D",
             "'ll", "'LL", "'re", "'RE", "'ve", "'VE", "'"}
 _OPENING = {"(", "[", "{", "$", "``"}
 # What follows the apostrophe of a contraction split there ("I ' ve", as WNUT-17's dev tweets have them).
