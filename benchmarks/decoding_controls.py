@@ -97,7 +97,7 @@ def speed(run, other=None, rounds=3, count=1000):
     import tensorflow as tf
 
     from seqtasks.lifecycle.runner import Runner
-    from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode
+    from seqtasks.encoder_decoder.decoding import decode_id_rows, make_decode
 
     runner = Runner.open(run, log=_quiet)
     _, examples = runner.task.read_splits()

@@ -151,7 +151,7 @@ def fit_steps(run_dir):
 def search_trace(model, decoding):
     import tensorflow as tf
 
-    from seqtasks.tasks.seq2seq_common import search
+    from seqtasks.encoder_decoder.decoding import search
 
     function = tf.function(
         lambda ids: search(model, ids, decoding.beam_width, decoding.max_length, decoding.length_penalty),

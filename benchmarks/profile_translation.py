@@ -27,7 +27,7 @@ def main(run_dir, seconds=60.0):
     import dataclasses
 
     from seqtasks.models import Seq2Seq
-    from seqtasks.tasks.seq2seq_common import compile_model
+    from seqtasks.encoder_decoder.decoding import compile_model
     from seqtasks.tasks.translation import make_dataset
 
     recipe, train, _, source_tokenizer, target_tokenizer = load_run_data(run_dir)

@@ -51,15 +51,15 @@ def from_tfa(
             `[END]` too.
         unk_token: the out-of-vocabulary token, if the tokenizers had one.
         names: optional dict of variable names by role (see
-            `seqtasks.tasks.migration.tfa.ROLES`) where they differ from the
+            `seqtasks.converters.tfa.ROLES`) where they differ from the
             tutorial's.
         data_path: sentence pairs for `seqtasks eval` (default:
             `output/pairs.tsv`, to be put there).
         lower_case, max_length: the recipe's `data.lower_case` and
             `data.max_length`.
     """
-    from seqtasks.tasks.migration.checkpoint import CheckpointVariables
-    from seqtasks.tasks.migration.tfa import convert_tfa
+    from seqtasks.converters.checkpoint import CheckpointVariables
+    from seqtasks.converters.tfa import convert_tfa
 
     source, target = (
         _reordered(path, what, {"[PAD]": 0, "[UNK]": unk_token, "[START]": start_token, "[END]": end_token}, required)
@@ -101,8 +101,8 @@ def from_opennmt(
             `AttentionalRNNDecoder`) or `"none"`.
         data_path, lower_case, max_length: as for `from_tfa`.
     """
-    from seqtasks.tasks.migration.checkpoint import CheckpointVariables
-    from seqtasks.tasks.migration.opennmt import convert_opennmt, settings
+    from seqtasks.converters.checkpoint import CheckpointVariables
+    from seqtasks.converters.opennmt import convert_opennmt, settings
 
     bridge, combine = settings(model, bridge, attention_layer_activation)
     source, target = (
@@ -116,7 +116,7 @@ def from_opennmt(
 
 
 def _reordered(path, what, specials, required):
-    from seqtasks.tasks.migration.vocabulary import Reordered, read_vocabulary
+    from seqtasks.converters.vocabulary import Reordered, read_vocabulary
 
     tokens = read_vocabulary(path, what)
     ids = {}
@@ -137,8 +137,8 @@ def _reordered(path, what, specials, required):
 def _write(output, library, checkpoint, weights, section, source, target, data_path, lower_case, max_length):
     """The recipe first (checked by the loader), then the model it builds, as a run would, holding `weights`."""
     from seqtasks.models import Seq2Seq
-    from seqtasks.tasks.migration.assembly import assemble
-    from seqtasks.tasks.migration.run_folder import converted_recipe, validated_recipe, write_run
+    from seqtasks.converters.assembly import assemble
+    from seqtasks.converters.run_folder import converted_recipe, validated_recipe, write_run
 
     output = Path(output)
     if output.exists():

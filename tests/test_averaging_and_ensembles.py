@@ -10,7 +10,7 @@ from trained_runs import TRANSLATION, TRANSLATION_WITHOUT_ATTENTION
 
 from seqtasks.models import Ensemble, Seq2Seq
 from seqtasks.recipe import load_recipe
-from seqtasks.tasks.seq2seq_common import search
+from seqtasks.encoder_decoder.decoding import search
 from seqtasks.text.special_ids import START_ID
 
 

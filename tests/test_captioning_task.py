@@ -14,7 +14,7 @@ from seqtasks.recipe import load_recipe
 from seqtasks.tasks.captioning.data import clean_captions, load_splits
 from seqtasks.tasks.captioning.evaluation import corpus_bleu, grid_shape_of
 from seqtasks.tasks.captioning.serving import declared_size
-from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
+from seqtasks.export.serving_limits import MAX_IMAGE_PIXELS
 
 SHAPES = REPO / "recipes" / "data" / "shapes"
 def _png_header(width, height):

@@ -6,7 +6,7 @@ from serving_support import tiny_translation_export
 
 import seqtasks
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.decoding_settings import FIRST_SETTINGS, SETTINGS
+from seqtasks.encoder_decoder.settings_inputs import FIRST_SETTINGS, SETTINGS
 
 pytestmark = pytest.mark.slow
 

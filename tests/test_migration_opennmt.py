@@ -8,7 +8,7 @@ from migration_support import FIXTURES, checkpoint_arrays, new_ids, write_checkp
 
 from seqtasks.convert import from_opennmt
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.seq2seq_common import score_ids, search
+from seqtasks.encoder_decoder.decoding import score_ids, search
 
 # The variants as record_opennmt.py built them: the catalogue's LuongAttention at toy size, and a custom model.
 VARIANTS = {

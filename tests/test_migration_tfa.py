@@ -11,7 +11,7 @@ from serving_support import post_json, running_server
 
 from seqtasks.convert import from_tfa
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.seq2seq_common import search
+from seqtasks.encoder_decoder.decoding import search
 
 SPECIALS = {"<pad>": "[PAD]", "<start>": "[START]", "<end>": "[END]"}
 
@@ -90,7 +90,7 @@ def test_beam_search_without_penalties_equals_tfa_beam_for_beam(converted):
 def test_tfa_beams_with_penalties_have_the_same_log_probabilities_here(converted, setting):
     """Length penalty 0.6, then with coverage penalty 0.4. tfa ranks ended hypotheses by other lengths than seqtasks
     (docs/migrating.md), so the beams may come in another order; each of tfa's has the same log-probability here."""
-    from seqtasks.tasks.seq2seq_common import score_ids
+    from seqtasks.encoder_decoder.decoding import score_ids
 
     _, _, model, recorded, source_map, target_map = converted
     expected = target_map[recorded[f"beam{setting}_ids"]]
@@ -106,7 +106,7 @@ def test_tfa_beams_with_penalties_have_the_same_log_probabilities_here(converted
 
 
 def test_with_a_length_penalty_the_best_hypothesis_is_at_least_as_good_as_tfas_by_the_gnmt_score(converted):
-    from seqtasks.tasks.seq2seq_common import score_ids
+    from seqtasks.encoder_decoder.decoding import score_ids
 
     _, _, model, recorded, source_map, target_map = converted
     ids, lengths, scores, alpha = _search(model, recorded, source_map, 1)

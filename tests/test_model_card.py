@@ -12,7 +12,7 @@ from seqtasks import __version__
 from seqtasks.export.model_card import Source, audit_files, data_files
 from seqtasks.recipe import dump_recipe, load_recipe
 from seqtasks.tasks import make_task
-from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
+from seqtasks.export.serving_limits import MAX_IMAGE_PIXELS
 
 
 def _files(recipe, signature, metrics=None, differs=False):

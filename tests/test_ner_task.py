@@ -6,7 +6,7 @@ import pytest
 from conftest import check_eval_export_predict, seqtasks_command, serve_in_tensorflow_only
 from trained_runs import NER
 
-from seqtasks.tasks.serving_limits import text_character_limit
+from seqtasks.export.serving_limits import text_character_limit
 
 def _valid_iob2(tags):
     return all(not tag.startswith("I-") or previous in ("B-" + tag[2:], tag) for previous, tag in zip(["O"] + tags, tags))
@@ -96,7 +96,7 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
 def test_tag_vocabulary_and_unknown_validation_types():
     from seqtasks.errors import SeqtasksError
     from seqtasks.recipe.schema import TaggingDataConfig
-    from seqtasks.tasks.ner import tag_vocabulary
+    from seqtasks.tasks.ner.task import tag_vocabulary
 
     config = TaggingDataConfig(path="train.conll", validation_path="dev.conll")
     train = [(["a", "b"], ["B-PER", "O"]), (["c"], ["I-LOC"])]

@@ -52,7 +52,7 @@ def parts():
 
 def _server(parts, reader=None, **decoding):
     from seqtasks.recipe.schema import DecodingConfig
-    from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
+    from seqtasks.encoder_decoder.server import make_server, text_reader
 
     model, source, target = parts
     reader = reader or text_reader(source, 12, by_sentence=True)
@@ -72,8 +72,8 @@ def _plain(outputs):
 def _settings(beam_width, n_best, max_length, length_penalty):
     import tensorflow as tf
 
-    from seqtasks.tasks.decoding_settings import SETTINGS as NAMES
-    from seqtasks.tasks.decoding_settings import settings_specs
+    from seqtasks.encoder_decoder.settings_inputs import SETTINGS as NAMES
+    from seqtasks.encoder_decoder.settings_inputs import settings_specs
 
     values = {"beam_width": beam_width, "n_best": n_best, "max_length": max_length, "length_penalty": length_penalty,
               "temperature": 1.0, "top_p": 1.0}
@@ -206,7 +206,7 @@ def test_blank_texts_alone_get_empty_outputs_and_score_zero(server):
 def test_score_and_attention_read_a_text_whole_with_its_case_as_given(server, parts):
     import tensorflow as tf
 
-    from seqtasks.tasks.seq2seq_common import score_ids
+    from seqtasks.encoder_decoder.decoding import score_ids
 
     model, source, target = parts
     text = PARAGRAPHS[0].upper()
@@ -223,7 +223,7 @@ def test_score_and_attention_read_a_text_whole_with_its_case_as_given(server, pa
 def test_a_reader_without_split_reads_each_input_whole(parts, server):
     import tensorflow as tf
 
-    from seqtasks.tasks.encoder_decoder_server import text_reader
+    from seqtasks.encoder_decoder.server import text_reader
 
     whole = _server(parts, text_reader(parts[1], 12), beam_width=3, n_best=2, max_length=8, length_penalty=0.6)
     assert not hasattr(whole.reader, "split")
@@ -284,7 +284,7 @@ def test_an_exported_model_translates_a_paragraph_and_shouting_as_its_sentences(
 def test_a_text_s_sentences_after_the_limit_are_read_with_the_last_as_one(server):
     import tensorflow as tf
 
-    from seqtasks.tasks.serving_limits import MAX_SENTENCES
+    from seqtasks.export.serving_limits import MAX_SENTENCES
 
     many = " ".join(["Hola."] * (MAX_SENTENCES - 1) + ["El perro está en el jardín.", "El gato también. Tom  sí."])
     tail = "El perro está en el jardín. El gato también. Tom  sí."

@@ -50,7 +50,7 @@ def test_frozen_variables_need_the_steps_of_an_epoch():
 def test_the_vectors_start_the_embeddings_and_never_keeps_them_frozen():
     from types import SimpleNamespace
 
-    from seqtasks.tasks.pretrained_vectors import apply_vectors, freeze_for_epochs
+    from seqtasks.models.pretrained_vectors import apply_vectors, freeze_for_epochs
 
     matrix = np.arange(80, dtype="float32").reshape(20, 4)
     for mode, trainable in (("always", True), ("never", False), ("after", True)):

@@ -220,9 +220,9 @@ def _signatures(module):
 
 def test_the_exports_hold_the_signatures_the_task_sections_name():
     from seqtasks.tasks.captioning.serving import image_reader
-    from seqtasks.tasks.classification_common import make_classifier_server
-    from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
-    from seqtasks.tasks.ner_server import make_tagger_server
+    from seqtasks.tasks.sentiment.classifier import make_classifier_server
+    from seqtasks.encoder_decoder.server import make_server, text_reader
+    from seqtasks.tasks.ner.server import make_tagger_server
 
     decoding = SimpleNamespace(beam_width=2, n_best=1, max_length=5, length_penalty=0.0)
 

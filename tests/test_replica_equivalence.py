@@ -31,7 +31,7 @@ COMMON = ["training.epochs=1", "training.batch_size=9", "training.clipnorm=0.01"
 def translation(overrides):
     from seqtasks.data.parallel_corpus import read_parallel_tsv
     from seqtasks.models import Seq2Seq
-    from seqtasks.tasks.seq2seq_common import compile_model
+    from seqtasks.encoder_decoder.decoding import compile_model
     from seqtasks.tasks.translation import make_dataset
     from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
 
@@ -48,7 +48,7 @@ def translation(overrides):
 def ner(overrides):
     from seqtasks.models import SequenceTagger
     from seqtasks.tasks import make_task
-    from seqtasks.tasks import ner as task
+    from seqtasks.tasks.ner import task
     from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies
     from seqtasks.training.fit import make_optimizer
 

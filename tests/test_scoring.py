@@ -10,7 +10,7 @@ import seqtasks
 from seqtasks.errors import SeqtasksError
 from seqtasks.models import Ensemble, Seq2Seq
 from seqtasks.recipe import load_recipe
-from seqtasks.tasks.seq2seq_common import Sampling, score_ids, search
+from seqtasks.encoder_decoder.decoding import Sampling, score_ids, search
 
 
 def _model(seed, attention="luong"):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from seqtasks.decoding import length_penalty
-from seqtasks.tasks.seq2seq_common import make_decode, search
+from seqtasks.encoder_decoder.decoding import make_decode, search
 from seqtasks.text.special_ids import END_ID, START_ID
 
 pytestmark = pytest.mark.backends
@@ -181,7 +181,7 @@ def test_a_model_without_attention_searches_without_coverage():
 
 
 def test_samples_come_back_best_first_with_the_search_s_scores():
-    from seqtasks.tasks.seq2seq_common import Sampling
+    from seqtasks.encoder_decoder.decoding import Sampling
 
     model, alpha = BigramModel(6), 0.6
     decode = make_decode(model, Decoding(1, 6, alpha, num_samples=8, seed=3, top_p=0.95), n_best=8)
@@ -208,7 +208,7 @@ def test_a_sample_count_given_as_a_tensor_samples_or_searches_as_the_numbers_do(
         pytest.skip("settings as tensors: TensorFlow graphs only")
     import tensorflow as tf
 
-    from seqtasks.tasks.seq2seq_common import Sampling
+    from seqtasks.encoder_decoder.decoding import Sampling
 
     model = BigramModel(7)
     specs = [tf.TensorSpec([], tf.int32)] * 3 + [tf.TensorSpec([], tf.float32)]

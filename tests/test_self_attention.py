@@ -140,7 +140,7 @@ def test_the_models_attention_maps_are_the_weights_they_pool_and_tag_with():
 
 
 def test_token_attention_is_drawn_per_text_with_its_tokens(tmp_path):
-    from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
+    from seqtasks.evaluation.token_attention import HEATMAPS, draw_token_attention
 
     maps = {"self_attention": np.full((7, 3, 3), 1 / 3), "hops": np.full((7, 2, 3), 1 / 3)}
     tokens = [["a", "b", "c"], [], *[["x", "y"]] * 5]
@@ -150,7 +150,7 @@ def test_token_attention_is_drawn_per_text_with_its_tokens(tmp_path):
 
 
 def test_a_long_text_is_drawn_up_to_its_first_tokens(tmp_path, monkeypatch):
-    from seqtasks.tasks import token_attention
+    from seqtasks.evaluation import token_attention
 
     drawn = []
     monkeypatch.setattr(

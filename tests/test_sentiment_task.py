@@ -7,8 +7,8 @@ import pytest
 from conftest import check_eval_export_predict, serve_in_tensorflow_only
 from trained_runs import SENTIMENT, SENTIMENT_ENSEMBLE, SENTIMENT_RECIPE
 
-from seqtasks.tasks.sentiment import classification_metrics
-from seqtasks.tasks.serving_limits import MAX_TEXT_CHARACTERS, cut_text, text_character_limit
+from seqtasks.tasks.sentiment.task import classification_metrics
+from seqtasks.export.serving_limits import MAX_TEXT_CHARACTERS, cut_text, text_character_limit
 
 @pytest.fixture(scope="module")
 def sentiment_run(run_cache):
@@ -85,7 +85,7 @@ def test_text_encoder_strips_html_and_keeps_the_first_or_last_subwords():
 
     from seqtasks.recipe.schema import TextClassificationDataConfig
     from seqtasks.text.special_ids import RESERVED_TOKENS
-    from seqtasks.tasks.sentiment import make_text_encoder
+    from seqtasks.tasks.sentiment.task import make_text_encoder
     from seqtasks.text.subword_tokenizer import SubwordTokenizer
 
     tokenizer = SubwordTokenizer(list(RESERVED_TOKENS) + ["a", "b", "c", "br", "<", ">", "/"], lower_case=True)
@@ -113,7 +113,7 @@ def test_served_texts_are_cut_to_a_character_limit_that_grows_with_max_length():
 def test_labels_outside_the_recipe_labels_are_named():
     from seqtasks.errors import SeqtasksError
     from seqtasks.recipe.schema import TextClassificationDataConfig
-    from seqtasks.tasks.sentiment import class_labels
+    from seqtasks.tasks.sentiment.task import class_labels
 
     config = TextClassificationDataConfig(path="train.tsv", validation_path="dev.tsv", labels=["0", "1"])
     assert class_labels(config, [("x", "0"), ("y", "1")], [("z", "1")]) == (["0", "1"], ["0", "1"])

@@ -14,8 +14,9 @@ FLOORS = [
     ["layers", "decoding", "recipe", "text"],
     ["training"],
     ["data", "models", "evaluation", "export"],
+    ["encoder_decoder"],
     ["tasks"],
-    ["lifecycle", "inference", "convert"],
+    ["lifecycle", "inference", "convert", "converters"],
     ["serving"],
     ["cli", "__main__"],
 ]

@@ -8,7 +8,7 @@ from conftest import serve_in_tensorflow_only, write_sample_pairs
 from trained_runs import SENTENCEPIECE_TRANSLATION, TRANSLATION_RECIPE
 
 from seqtasks.recipe import load_recipe
-from seqtasks.tasks.serving_limits import MAX_SENTENCES
+from seqtasks.export.serving_limits import MAX_SENTENCES
 
 pytestmark = pytest.mark.slow  # a small training and an export
 

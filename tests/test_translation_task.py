@@ -7,7 +7,7 @@ from conftest import check_eval_export_predict, seqtasks_command, serve_in_tenso
 from trained_runs import TRANSLATION, TRANSLATION_WITHOUT_ATTENTION
 
 from seqtasks.recipe import load_recipe
-from seqtasks.tasks.serving_limits import text_character_limit
+from seqtasks.export.serving_limits import text_character_limit
 
 
 @pytest.fixture(scope="module")

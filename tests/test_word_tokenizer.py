@@ -121,8 +121,8 @@ def test_a_classifier_gives_raw_text_and_its_tokens_the_same_probabilities():
 
     from seqtasks.models import TextClassifier
     from seqtasks.recipe.schema import TextClassificationDataConfig
-    from seqtasks.tasks.classification_common import make_classifier_server
-    from seqtasks.tasks.sentiment import make_text_encoder
+    from seqtasks.tasks.sentiment.classifier import make_classifier_server
+    from seqtasks.tasks.sentiment.task import make_text_encoder
     from seqtasks.text.word_tokenizer import split_words
 
     words = sorted({w.decode() for row in split_words(tf.constant([t for _, t in RAW_AND_TOKENIZED])).to_list()

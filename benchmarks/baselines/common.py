@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
-from seqtasks.tasks.seq2seq_common import pad_rows
+from seqtasks.encoder_decoder.decoding import pad_rows
 
 
 def load_run_data(run_dir):

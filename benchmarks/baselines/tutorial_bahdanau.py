@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from benchmarks.baselines import common
 from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
-from seqtasks.tasks.seq2seq_common import pad_rows
+from seqtasks.encoder_decoder.decoding import pad_rows
 
 
 class Encoder(keras.Model):

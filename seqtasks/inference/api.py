@@ -165,7 +165,7 @@ class SeqtasksModel:
         return results[0] if single else results
 
     def translate(self, texts, batch_size=64, attention=False, prefix=None, **settings):
-        """`Translation`s of `texts`; `settings` (any of `seqtasks.tasks.decoding_settings.SETTINGS`:
+        """`Translation`s of `texts`; `settings` (any of `seqtasks.encoder_decoder.settings_inputs.SETTINGS`:
         `beam_width`, `n_best`, `max_length`, `length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`,
         `num_samples`, `temperature`, `top_k`, `top_p`, `seed`) replace the recipe's `model.decoding` ones
         for this call (the export's `with_settings` signature); those left out are the recipe's.
@@ -195,7 +195,7 @@ class SeqtasksModel:
         and `grid` `[h, w]`. A model without attention (NER, `attention:
         none`, pooling other than attention) raises `SeqtasksError`.
         """
-        from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
+        from seqtasks.encoder_decoder.settings_inputs import ATTENTION_SIGNATURE
 
         if ATTENTION_SIGNATURE not in self._predictor.signature_names:
             raise SeqtasksError(f"{self.path}: this {self.task} model has no attention weights to show")
@@ -214,7 +214,7 @@ class SeqtasksModel:
         texts, as many; each target is tokenized as the model writes, and
         the end token is scored after it. The `score` signature of the export.
         """
-        from seqtasks.tasks.decoding_settings import SCORE_SIGNATURE
+        from seqtasks.encoder_decoder.settings_inputs import SCORE_SIGNATURE
 
         if SCORE_SIGNATURE not in self._predictor.signature_names:
             if self.spec.n_best_outputs():
@@ -249,7 +249,7 @@ class SeqtasksModel:
         of tokens, tagged as they are (`from_tokens`). One string gives one `Tagged`; a list (of strings or
         token lists) a list of them, so one tokenized sentence is passed as `[["John", "Smith", ...]]`."""
         from seqtasks.inference.predict import plain_outputs
-        from seqtasks.tasks.ner_server import TOKENS_SIGNATURE
+        from seqtasks.tasks.ner.server import TOKENS_SIGNATURE
 
         self._expect("tag")
         single = isinstance(texts, str)
@@ -324,7 +324,7 @@ class SeqtasksModel:
         return self._predictor.run(name, inputs)
 
     def _batches(self, items, batch_size, settings=None, prefix=None):
-        from seqtasks.tasks.decoding_settings import PREFIX_SIGNATURE, SETTINGS, SETTINGS_SIGNATURE
+        from seqtasks.encoder_decoder.settings_inputs import PREFIX_SIGNATURE, SETTINGS, SETTINGS_SIGNATURE
 
         settings = {key: value for key, value in (settings or {}).items() if value is not None}
         prefixes = None
@@ -363,14 +363,14 @@ class SeqtasksModel:
 
     def settings_accepted(self):
         """The decoding settings the `with_settings` signature takes, in `SETTINGS` order (older exports: four)."""
-        from seqtasks.tasks.decoding_settings import SETTINGS, SETTINGS_SIGNATURE
+        from seqtasks.encoder_decoder.settings_inputs import SETTINGS, SETTINGS_SIGNATURE
 
         inputs = self.signatures().get(SETTINGS_SIGNATURE, {}).get("inputs", {})
         return tuple(key for key in SETTINGS if key in inputs)
 
     def decoding_defaults(self):
         """The recipe's `model.decoding` settings that `with_settings` takes (every one in `SETTINGS`)."""
-        from seqtasks.tasks.decoding_settings import SETTINGS
+        from seqtasks.encoder_decoder.settings_inputs import SETTINGS
 
         recipe = self.recipe()
         decoding = getattr(getattr(recipe, "model", None), "decoding", None)

@@ -26,7 +26,7 @@ class Ensemble(keras.Model):
 
     >>> import numpy as np
     >>> from seqtasks.models import Seq2Seq
-    >>> from seqtasks.tasks.seq2seq_common import search
+    >>> from seqtasks.encoder_decoder.decoding import search
     >>> first, second = (Seq2Seq(12, 10, embedding_dim=8, encoder={"units": 8}, decoder={"units": 8})
     ...                  for _ in range(2))
     >>> source, target = np.array([[4, 5, 6]]), np.array([[2, 7]])

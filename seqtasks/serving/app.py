@@ -148,7 +148,7 @@ def make_app(served, limits, capacity=Capacity(), allowed_hosts=(), log=print, l
 
     async def _attention(request, model, raw):
         from seqtasks.inference.api import attention_rows
-        from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
+        from seqtasks.encoder_decoder.settings_inputs import ATTENTION_SIGNATURE
 
         if ATTENTION_SIGNATURE not in model.signatures:
             raise BadRequest(f"a {model.model.task} model {model.name!r} has no attention weights")
@@ -366,7 +366,7 @@ def _attention_json(row):
 
 
 def _describe(model, limits):
-    from seqtasks.tasks.decoding_settings import (
+    from seqtasks.encoder_decoder.settings_inputs import (
         ATTENTION_SIGNATURE,
         MAX_BEAM_WIDTH,
         MAX_DECODE_LENGTH,

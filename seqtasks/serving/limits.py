@@ -9,7 +9,7 @@ a client may take to send its headers and body.
 from dataclasses import dataclass
 
 from seqtasks.data.image_headers import BadImage, check_image, declared_image_size
-from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS, MAX_TEXT_CHARACTERS
+from seqtasks.export.serving_limits import MAX_IMAGE_PIXELS, MAX_TEXT_CHARACTERS
 
 
 class TooLarge(Exception):

@@ -81,7 +81,7 @@ def load_served(path, named=()):
 def _with_defaults(model):
     """The model's signatures; `with_settings` and `with_prefix` get the recipe's settings for the inputs a request
     leaves out."""
-    from seqtasks.tasks.decoding_settings import PREFIX_SIGNATURE, SETTINGS_SIGNATURE
+    from seqtasks.encoder_decoder.settings_inputs import PREFIX_SIGNATURE, SETTINGS_SIGNATURE
 
     signatures = model.signatures()
     for name in (SETTINGS_SIGNATURE, PREFIX_SIGNATURE):

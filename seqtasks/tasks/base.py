@@ -145,7 +145,7 @@ class Task(abc.ABC):
 
     def reading_limits(self):
         """How much of one input the export reads, in lines; by default a text's characters, then its tokens."""
-        from seqtasks.tasks.serving_limits import text_character_limit
+        from seqtasks.export.serving_limits import text_character_limit
 
         data = self.recipe.data
         keep = getattr(data, "keep", "first")

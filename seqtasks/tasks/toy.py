@@ -88,7 +88,7 @@ class ToyTask(Task):
         return Seq2Seq.from_recipe(self.recipe.model, size, size, seed=self.recipe.seed)
 
     def compile_model(self, model):
-        from seqtasks.tasks.seq2seq_common import compile_model
+        from seqtasks.encoder_decoder.decoding import compile_model
 
         compile_model(model, self.recipe.training)
 
@@ -96,7 +96,7 @@ class ToyTask(Task):
         return {"train_examples": len(train[0]), "validation_examples": len(validation[0])}
 
     def evaluate(self, model, examples, out_dir):
-        from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode
+        from seqtasks.encoder_decoder.decoding import decode_id_rows, make_decode
 
         source, _, target_out = examples
         decode = make_decode(model, self.recipe.model.decoding)
@@ -115,7 +115,7 @@ class ToyTask(Task):
         return Evaluation({"validation": sequence_scores(predictions, target_out), "by_length": by_length}, report)
 
     def serving_module(self, model):
-        from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
+        from seqtasks.encoder_decoder.server import make_server, text_reader
 
         reader = text_reader(self.tokenizer, self.recipe.data.max_length)
         return make_server(model, reader, self.tokenizer, "output", self.recipe.model.decoding)

@@ -162,7 +162,7 @@ class TranslationTask(Task):
         )
 
     def compile_model(self, model):
-        from seqtasks.tasks.seq2seq_common import compile_model
+        from seqtasks.encoder_decoder.decoding import compile_model
 
         compile_model(model, self.recipe.training)
 
@@ -188,7 +188,7 @@ class TranslationTask(Task):
 
         from seqtasks.errors import SeqtasksError
         from seqtasks.utils.io_utils import write_text_atomic
-        from seqtasks.tasks.seq2seq_common import decode_id_rows, make_decode, pad_rows
+        from seqtasks.encoder_decoder.decoding import decode_id_rows, make_decode, pad_rows
 
         if not examples:
             raise SeqtasksError("no sentence pairs to evaluate")
@@ -264,7 +264,7 @@ class TranslationTask(Task):
             save_attention_heatmap(weights, source_tokens, target_tokens, folder / f"attention_{index}.png")
 
     def _attention_map(self, model, source_row, output_ids):
-        from seqtasks.tasks.seq2seq_common import decoded_prefix
+        from seqtasks.encoder_decoder.decoding import decoded_prefix
 
         output = decoded_prefix(output_ids)
         if not source_row:  # nothing to attend to: an empty text translates to nothing
@@ -275,12 +275,12 @@ class TranslationTask(Task):
         return [source_vocab[i] for i in source_row], [target_vocab[i] for i in output], weights
 
     def reading_limits(self):
-        from seqtasks.tasks.encoder_decoder_server import text_reading_limits
+        from seqtasks.encoder_decoder.server import text_reading_limits
 
         return text_reading_limits(self.recipe.data)
 
     def serving_module(self, model):
-        from seqtasks.tasks.encoder_decoder_server import make_server, text_reader
+        from seqtasks.encoder_decoder.server import make_server, text_reader
 
         reader = text_reader(self.source_tokenizer, self.recipe.data.max_length, by_sentence=True)
         return make_server(model, reader, self.target_tokenizer, "translation", self.recipe.model.decoding)

@@ -34,7 +34,7 @@ def write_overlays(model, inputs, output_ids, names, vocab, image_folder, image_
 
     from seqtasks.data.image_features import read_image
     from seqtasks.evaluation.plots import save_attention_overlay
-    from seqtasks.tasks.seq2seq_common import decoded_prefix
+    from seqtasks.encoder_decoder.decoding import decoded_prefix
 
     folder = out_dir / "attention"
     folder.mkdir(exist_ok=True)

@@ -1,6 +1,6 @@
 """The captioning export: encoded image bytes in, captions out, the backbone inside the graph."""
 
-from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
+from seqtasks.export.serving_limits import MAX_IMAGE_PIXELS
 
 # GIF is left out: the decoder allocates every frame at the frame's own size, which only decoding reveals.
 FORMATS = "JPEG, PNG or BMP"

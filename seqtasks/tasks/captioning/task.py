@@ -91,7 +91,7 @@ class CaptioningTask(Task):
         return build_model(self.recipe, self.tokenizer.vocab_size, shape, self.head)
 
     def compile_model(self, model):
-        from seqtasks.tasks.seq2seq_common import compile_model
+        from seqtasks.encoder_decoder.decoding import compile_model
 
         compile_model(model, self.recipe.training)
 
@@ -113,7 +113,7 @@ class CaptioningTask(Task):
 
         from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.tasks.captioning.evaluation import corpus_bleu, write_overlays
-        from seqtasks.tasks.seq2seq_common import decode_in_batches, make_decode, pad_rows
+        from seqtasks.encoder_decoder.decoding import decode_in_batches, make_decode, pad_rows
 
         if not examples:
             raise SeqtasksError("no images to evaluate")
@@ -154,7 +154,7 @@ class CaptioningTask(Task):
         return Evaluation(metrics, report)
 
     def reading_limits(self):
-        from seqtasks.tasks.serving_limits import MAX_IMAGE_PIXELS
+        from seqtasks.export.serving_limits import MAX_IMAGE_PIXELS
 
         backbone = self.recipe.model.backbone
         size = (f"{backbone.image_size}x{backbone.image_size} pixels (`model.backbone.image_size`)"
@@ -166,7 +166,7 @@ class CaptioningTask(Task):
 
     def serving_module(self, model):
         from seqtasks.tasks.captioning.serving import image_reader
-        from seqtasks.tasks.encoder_decoder_server import make_server
+        from seqtasks.encoder_decoder.server import make_server
 
         image_size = served_image_size(self.recipe.model.backbone, self.backbone)
         reader = image_reader(self.backbone, image_size)

@@ -128,7 +128,7 @@ class SentimentTask(Task):
                 yield path, "file"
 
     def start_paths(self):
-        from seqtasks.tasks.pretrained_vectors import vectors_path
+        from seqtasks.models.pretrained_vectors import vectors_path
 
         return vectors_path(self.recipe.model.word_vectors)
 
@@ -145,7 +145,7 @@ class SentimentTask(Task):
         return examples
 
     def prepare(self, train, validation, run_dir):
-        from seqtasks.tasks.pretrained_vectors import extended_vocabulary, start_vectors
+        from seqtasks.models.pretrained_vectors import extended_vocabulary, start_vectors
         from seqtasks.text.special_ids import RESERVED_TOKENS
         from seqtasks.text.subword_tokenizer import learn_vocabulary
         from seqtasks.utils.io_utils import write_text_atomic
@@ -206,7 +206,7 @@ class SentimentTask(Task):
     def build_model(self):
         from seqtasks.models.text_classifier import TextClassifier, TextClassifierEnsemble
 
-        from seqtasks.tasks.pretrained_vectors import apply_vectors
+        from seqtasks.models.pretrained_vectors import apply_vectors
 
         model_class = TextClassifierEnsemble if self.recipe.model.ensemble > 1 else TextClassifier
         model = model_class.from_recipe(self.recipe.model, self.tokenizer.vocab_size, len(self.labels))
@@ -215,19 +215,19 @@ class SentimentTask(Task):
         return model
 
     def compile_model(self, model):
-        from seqtasks.tasks.classification_common import compile_classifier
-        from seqtasks.tasks.pretrained_vectors import freeze_for_epochs
+        from seqtasks.tasks.sentiment.classifier import compile_classifier
+        from seqtasks.models.pretrained_vectors import freeze_for_epochs
 
         compile_classifier(model, self.recipe.training)
         freeze_for_epochs(self.recipe.model.word_vectors, _embeddings(model), model.optimizer)
 
     def data_notes(self):
-        from seqtasks.tasks.pretrained_vectors import read_coverage, vectors_note
+        from seqtasks.models.pretrained_vectors import read_coverage, vectors_note
 
         return vectors_note(read_coverage(self.run_dir)) if getattr(self, "run_dir", None) else []
 
     def training_metrics(self, train, validation, history):
-        from seqtasks.tasks.pretrained_vectors import read_coverage
+        from seqtasks.models.pretrained_vectors import read_coverage
 
         coverage = read_coverage(self.run_dir)
         return {
@@ -245,7 +245,7 @@ class SentimentTask(Task):
         from seqtasks.errors import SeqtasksError
         from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.evaluation.plots import save_confusion_matrix
-        from seqtasks.tasks.classification_common import predict_probabilities
+        from seqtasks.tasks.sentiment.classifier import predict_probabilities
 
         if not examples:
             raise SeqtasksError("no texts to evaluate")
@@ -279,8 +279,8 @@ class SentimentTask(Task):
         return Evaluation(metrics, report)
 
     def _draw_attention(self, model, texts, folder):
-        from seqtasks.tasks.classification_common import classifier_attention_maps
-        from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
+        from seqtasks.tasks.sentiment.classifier import classifier_attention_maps
+        from seqtasks.evaluation.token_attention import HEATMAPS, draw_token_attention
         from seqtasks.text.special_ids import PAD_ID
 
         maps, ids = classifier_attention_maps(model, self.encode, texts[:HEATMAPS])
@@ -298,7 +298,7 @@ class SentimentTask(Task):
         ]
 
     def serving_module(self, model):
-        from seqtasks.tasks.classification_common import make_classifier_server
+        from seqtasks.tasks.sentiment.classifier import make_classifier_server
 
         return make_classifier_server(
             model, self.tokenizer, self.encode, self.names, self.recipe.data.max_length, self.recipe.data.keep

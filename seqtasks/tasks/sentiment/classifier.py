@@ -64,7 +64,7 @@ def predict_probabilities(model, encode, texts, batch_size):
     from keras import ops
 
     from seqtasks.training.compiled import CompiledFunction, pad_batch
-    from seqtasks.tasks.prediction_loop import predict_in_batches
+    from seqtasks.evaluation.prediction_loop import predict_in_batches
 
     compiled = CompiledFunction(
         lambda ids: ops.softmax(ops.cast(model(ids, training=False), "float32")), model, [((None, None), "int32")]
@@ -105,9 +105,9 @@ def make_classifier_server(model, tokenizer, encode, names, max_length, keep="fi
     """
     import tensorflow as tf
 
-    from seqtasks.tasks.decoding_settings import ATTENTION_SIGNATURE
-    from seqtasks.tasks.encoder_decoder_server import token_strings
-    from seqtasks.tasks.serving_limits import cut_text
+    from seqtasks.encoder_decoder.settings_inputs import ATTENTION_SIGNATURE
+    from seqtasks.encoder_decoder.server import token_strings
+    from seqtasks.export.serving_limits import cut_text
 
     members = getattr(model, "member_models", [model])
     text_spec = tf.TensorSpec([None], tf.string, name="text")

@@ -18,7 +18,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     `n_best` best, best first: `output_name + "s"` and `"scores"`,
     `[None, n_best]`. `serving_signatures()` names every signature the
     export holds: `serve` as `serving_default`; `with_settings`, which also
-    takes the decoding settings (`seqtasks.tasks.decoding_settings`) and
+    takes the decoding settings (`seqtasks.encoder_decoder.settings_inputs`) and
     always returns the n-best outputs; `with_prefix`, the same with a
     `prefix` text per input that every output starts with (the search
     continues it); `score`, which takes a `target` text
@@ -53,7 +53,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     """
     import tensorflow as tf
 
-    from seqtasks.tasks.decoding_settings import (
+    from seqtasks.encoder_decoder.settings_inputs import (
         ATTENTION_SIGNATURE,
         PREFIX_SIGNATURE,
         SCORE_SIGNATURE,
@@ -61,7 +61,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
         read_settings,
         settings_specs,
     )
-    from seqtasks.tasks.seq2seq_common import Sampling, make_decode, score_ids, search
+    from seqtasks.encoder_decoder.decoding import Sampling, make_decode, score_ids, search
 
     attends = getattr(model.decoder_layer, "attention", "none") != "none"
     n_best = decoding.n_best if decoding.n_best > 1 else None
@@ -167,7 +167,7 @@ def target_ids(tokenizer, target, rows, end=True):
     import tensorflow as tf
 
     from seqtasks.recipe.schema import MAX_DECODE_LENGTH
-    from seqtasks.tasks.serving_limits import cut_text
+    from seqtasks.export.serving_limits import cut_text
 
     tokens = tokenizer.tokenize(cut_text(target, MAX_DECODE_LENGTH))[:, : MAX_DECODE_LENGTH - 1]
     if end:
@@ -178,7 +178,7 @@ def target_ids(tokenizer, target, rows, end=True):
 
 def text_reading_limits(data):
     """The model card's lines on what `text_reader` reads of a text, for a recipe's `data` section."""
-    from seqtasks.tasks.serving_limits import MAX_SENTENCES, text_character_limit
+    from seqtasks.export.serving_limits import MAX_SENTENCES, text_character_limit
 
     return [
         f"Only the first {text_character_limit(data.max_length):,} characters of a text are read.",
@@ -192,7 +192,7 @@ def text_reader(tokenizer, max_length, by_sentence=False):
     `by_sentence` (translation) `SentenceReader`, each text's sentences decoded on their own."""
     import tensorflow as tf
 
-    from seqtasks.tasks.serving_limits import MAX_SENTENCES, cut_text
+    from seqtasks.export.serving_limits import MAX_SENTENCES, cut_text
     from seqtasks.text.sentences import sentence_case_graph, split_sentences_graph, upper_case_graph
 
     def capped(sentences, separators):

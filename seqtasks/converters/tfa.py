@@ -7,9 +7,9 @@ for models whose attributes are named otherwise.
 """
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.migration.assembly import Weights
-from seqtasks.tasks.migration.attention import read_attention
-from seqtasks.tasks.migration.cells import check_embedding, check_stack, read_cell
+from seqtasks.converters.assembly import Weights
+from seqtasks.converters.attention import read_attention
+from seqtasks.converters.cells import check_embedding, check_stack, read_cell
 
 TUTORIAL_NAMES = {
     "source_embedding": "encoder/embedding/embeddings",

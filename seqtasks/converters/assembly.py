@@ -4,8 +4,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seqtasks.tasks.migration.attention import copy_attention
-from seqtasks.tasks.migration.cells import copy_cell
+from seqtasks.converters.attention import copy_attention
+from seqtasks.converters.cells import copy_cell
 
 
 @dataclass

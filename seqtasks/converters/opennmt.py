@@ -7,9 +7,9 @@ the V1 entries). A custom model names them itself.
 """
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.migration.assembly import Weights
-from seqtasks.tasks.migration.attention import read_attention
-from seqtasks.tasks.migration.cells import check_embedding, check_stack, read_cell
+from seqtasks.converters.assembly import Weights
+from seqtasks.converters.attention import read_attention
+from seqtasks.converters.cells import check_embedding, check_stack, read_cell
 
 # Catalogue entry: (bridge, attention layer activation), or why it has no seqtasks equivalent.
 CATALOGUE = {

@@ -54,7 +54,7 @@ def make_tagger_server(model, featurizer, tags, max_length, pretokenizer):
     """
     import tensorflow as tf
 
-    from seqtasks.tasks.serving_limits import cut_text
+    from seqtasks.export.serving_limits import cut_text
     from seqtasks.text.pretokenizers import pretokenize_graph
 
     type_of, inside, continuation, types = iob2_tables(tags)

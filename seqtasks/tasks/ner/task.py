@@ -55,7 +55,7 @@ def predict_tags(model, featurizer, tags, sentences, batch_size):
     import tensorflow as tf
 
     from seqtasks.training.compiled import CompiledFunction, pad_batch
-    from seqtasks.tasks.prediction_loop import predict_in_batches
+    from seqtasks.evaluation.prediction_loop import predict_in_batches
 
     compiled = None
 
@@ -98,7 +98,7 @@ class NerTask(Task):
         return split_examples(train, config.validation_size, self.recipe.seed)
 
     def start_paths(self):
-        from seqtasks.tasks.pretrained_vectors import vectors_path
+        from seqtasks.models.pretrained_vectors import vectors_path
 
         return vectors_path(self.recipe.model.word_vectors)
 
@@ -125,7 +125,7 @@ class NerTask(Task):
     def prepare(self, train, validation, run_dir):
         import re
 
-        from seqtasks.tasks.pretrained_vectors import extended_vocabulary, start_vectors
+        from seqtasks.models.pretrained_vectors import extended_vocabulary, start_vectors
         from seqtasks.text.token_features import RESERVED, build_vocabularies, word_counts
         from seqtasks.utils.io_utils import write_text_atomic
 
@@ -207,7 +207,7 @@ class NerTask(Task):
         from seqtasks.layers.crf import iob2_constraints
         from seqtasks.models import SequenceTagger
 
-        from seqtasks.tasks.pretrained_vectors import apply_vectors
+        from seqtasks.models.pretrained_vectors import apply_vectors
 
         # Decoding (CRF or softmax) only returns valid IOB2: no I-X after O or another type.
         model = SequenceTagger.from_recipe(
@@ -223,7 +223,7 @@ class NerTask(Task):
         return model
 
     def compile_model(self, model):
-        from seqtasks.tasks.pretrained_vectors import freeze_for_epochs
+        from seqtasks.models.pretrained_vectors import freeze_for_epochs
         from seqtasks.training.fit import make_optimizer
 
         optimizer = make_optimizer(self.recipe.training)
@@ -232,12 +232,12 @@ class NerTask(Task):
         model.compile(optimizer=optimizer)
 
     def data_notes(self):
-        from seqtasks.tasks.pretrained_vectors import read_coverage, vectors_note
+        from seqtasks.models.pretrained_vectors import read_coverage, vectors_note
 
         return vectors_note(read_coverage(self.run_dir)) if getattr(self, "run_dir", None) else []
 
     def training_metrics(self, train, validation, history):
-        from seqtasks.tasks.pretrained_vectors import read_coverage
+        from seqtasks.models.pretrained_vectors import read_coverage
 
         batch_size = self.recipe.training.batch_size
         tokens_per_batch = sum(len(words) for words, _ in train) / max(1, -(-len(train) // batch_size))
@@ -256,7 +256,7 @@ class NerTask(Task):
         import numpy as np
         import tensorflow as tf
 
-        from seqtasks.tasks.token_attention import HEATMAPS, draw_token_attention
+        from seqtasks.evaluation.token_attention import HEATMAPS, draw_token_attention
 
         batch = sentences[:HEATMAPS]
         features = self.featurizer.features(tf.ragged.constant(batch, tf.string))
@@ -327,7 +327,7 @@ class NerTask(Task):
         ]
 
     def serving_module(self, model):
-        from seqtasks.tasks.ner_server import make_tagger_server
+        from seqtasks.tasks.ner.server import make_tagger_server
 
         data = self.recipe.data
         return make_tagger_server(model, self.featurizer, self.tags, data.max_length, data.pretokenizer)

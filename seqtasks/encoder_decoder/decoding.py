@@ -36,7 +36,7 @@ def search(
     `model` gives `encode(inputs) -> (cache, state)` and
     `decode_step(ids, state, cache) -> (logits, state, weights)`. The
     settings are Python numbers (a recipe's `model.decoding`) or scalar
-    tensors (a request's, `seqtasks.tasks.decoding_settings`). A beam width
+    tensors (a request's, `seqtasks.encoder_decoder.settings_inputs`). A beam width
     of 1 is greedy search: a Python 1 runs `greedy_search`, a tensor runs
     `beam_search`, which at width 1 returns the same ids, lengths and scores.
     Scores are log-probabilities divided by the GNMT length penalty of the
@@ -275,7 +275,7 @@ def decode_in_batches(decode_fn, model, input_spec, items, to_batch, batch_size,
     import time
 
     from seqtasks.training.compiled import CompiledFunction, pad_batch
-    from seqtasks.tasks.prediction_loop import predict_in_batches
+    from seqtasks.evaluation.prediction_loop import predict_in_batches
 
     compiled = CompiledFunction(decode_fn, model, [input_spec])
 
