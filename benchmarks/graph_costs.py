@@ -10,7 +10,7 @@ median), with the `seqtasks` on PYTHONPATH, else this checkout's:
 - `first_fit_step`, `second_fit_step`: `train_on_batch` on one training
   batch of the model built and compiled as the run does (their difference
   is tracing the training step);
-- `search_trace`: tracing `seq2seq_common.search` alone (no AutoGraph) with
+- `search_trace`: tracing `seqtasks.decoding.search` alone (no AutoGraph) with
   the recipe's `model.decoding`; then `trace_<signature>`: each export
   signature's first `get_concrete_function()`, in the serving module's
   order; then `saved_model_save`: `tf.saved_model.save` of the traced
@@ -151,10 +151,11 @@ def fit_steps(run_dir):
 def search_trace(model, decoding):
     import tensorflow as tf
 
-    from seqtasks.encoder_decoder.decoding import search
+    from seqtasks.decoding import search
 
+    settings = {name: getattr(decoding, name) for name in ("beam_width", "max_length", "length_penalty")}
     function = tf.function(
-        lambda ids: search(model, ids, decoding.beam_width, decoding.max_length, decoding.length_penalty),
+        lambda ids: search(model, ids, settings),
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
         autograph=False,
     )

@@ -264,21 +264,16 @@ def average(run_dir, last, output):
 
 
 def _decoding_options(command):
-    """`predict`'s options for the decoding settings of `with_settings`, named as the recipe's fields."""
-    options = [
-        ("--beam-width", int, "Hypotheses kept per step (1: greedy search)."),
-        ("--max-length", int, "Most tokens an output may have."),
-        ("--length-penalty", float, "GNMT length penalty alpha."),
-        ("--coverage-penalty", float, "GNMT coverage penalty beta (beam search; a model with attention)."),
-        ("--no-repeat-ngram-size", int, "Never repeat an n-gram of this size (beam search; 0: no blocking)."),
-        ("--num-samples", int, "Draw this many outputs at random instead of searching (0: search)."),
-        ("--temperature", float, "Sampling: divide the logits by it."),
-        ("--top-k", int, "Sampling: among the k most probable tokens only (0: all)."),
-        ("--top-p", float, "Sampling: among the fewest most probable tokens reaching this probability."),
-        ("--seed", int, "Sampling: the same seed gives an input the same samples."),
-    ]
-    for flag, kind, text in reversed(options):
-        command = click.option(flag, type=kind, default=None, help=text + " Default: the recipe's.")(command)
+    """`predict`'s flags for the decoding settings of `with_settings`, one per declared setting (`--n-best` has its
+    own), named as the recipe's fields; the export checks the bounds, so a flag says them as the recipe does."""
+    from seqtasks.decoding.settings import SETTINGS
+
+    for setting in reversed(SETTINGS):
+        if setting.name == "n_best":
+            continue
+        flag = "--" + setting.name.replace("_", "-")
+        text = f"{setting.meaning} {setting.low}..{setting.high}. Default: the export's (its recipe's)."
+        command = click.option(flag, setting.name, type=setting.python_type, default=None, help=text)(command)
     return click.option("--prefix", default=None, help="Every output starts with this text (its tokens forced; the "
                         "search continues them).")(command)
 
@@ -309,7 +304,7 @@ def predict(saved_model, inputs, input_file, batch_size, as_json, n_best, prefix
     per input: the translation, caption or label; `token/TAG` pairs for NER.
     The decoding options replace the recipe's `model.decoding` settings for
     this call (through the export's `with_settings` signature); those not
-    given are the recipe's.
+    given are the export's own (its recipe's).
     """
     from seqtasks.inference.api import SeqtasksModel
     from seqtasks.inference.predict import Predictor, read_inputs
@@ -399,7 +394,8 @@ def score(model_path, input_file, batch_size, as_json):
 @click.option("--max-queued", default=64, show_default=True, type=click.IntRange(min=1),
               help="Most requests waiting for one model; more are answered 503 with Retry-After.")
 @click.option("--request-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Longest a request waits for its answer; then 504 and its work is dropped.")
+              help="Longest a request waits for its answer; then 504 and its work is dropped. A model with work that "
+              "finishes no call for this long is reported stuck by /healthz (503).")
 @click.option("--max-concurrent-requests", default=128, show_default=True, type=click.IntRange(min=1),
               help="Most HTTP requests handled at once; more are answered 503 with Retry-After.")
 @click.option("--header-timeout-s", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
@@ -407,7 +403,8 @@ def score(model_path, input_file, batch_size, as_json):
 @click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="How long a request's body may take to arrive; then 408.")
 @click.option("--health-timeout-s", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="How long /healthz waits for each model to answer a one-example request; then 503.")
+              help="How long /healthz waits for an idle model to answer a one-example request; then 503. A busy model "
+              "is judged by its progress, without waiting.")
 @click.option("--max-body-bytes", default=16 * 1024**2, show_default=True, type=click.IntRange(min=1),
               help="Largest request body read.")
 @click.option("--max-instances", default=64, show_default=True, type=click.IntRange(min=1),

@@ -159,6 +159,38 @@ class FakeModel:
         return None
 
 
+class SteppedModel(FakeModel):
+    """A `FakeModel` whose every call, health probes included, announces itself and then waits for a permit, so a
+    test decides when each call ends.
+
+    `next_call()` gives `(signature, examples)` of the next call once it has
+    started; `step(n)` lets `n` calls end; setting `released` lets every
+    call run through (`in_process_server` does on exit).
+    """
+
+    def __init__(self, task="translation"):
+        import queue
+        import threading
+
+        super().__init__(task)
+        self.started = queue.Queue()
+        self.permits = threading.Semaphore(0)
+        self.released = threading.Event()
+
+    def run_signature(self, name, inputs):
+        self.started.put((name, list(inputs[self.input_name])))
+        while not self.permits.acquire(timeout=0.05) and not self.released.is_set():
+            pass
+        return super().run_signature(name, inputs)
+
+    def next_call(self, timeout=10):
+        return self.started.get(timeout=timeout)
+
+    def step(self, count=1):
+        for _ in range(count):
+            self.permits.release()
+
+
 def fake_served(*models):
     """`{name: ServedModel}` of `(name, FakeModel)` pairs, as `seqtasks.serving.models.load_served` gives."""
     from seqtasks.serving.models import ServedModel
@@ -196,8 +228,9 @@ def in_process_server(served, limits=None, capacity=None, allowed_hosts=(), log_
         yield f"http://127.0.0.1:{port}", lines
     finally:
         for model in served.values():
-            gate = getattr(model.model, "gate", None)  # a fake model's; a real one has none
-            if gate is not None:
-                gate.set()
+            for name in ("gate", "released"):  # a fake model's; a real one has none
+                event = getattr(model.model, name, None)
+                if event is not None:
+                    event.set()
         server.should_exit = True
         thread.join(30)

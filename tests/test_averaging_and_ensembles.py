@@ -10,7 +10,7 @@ from trained_runs import TRANSLATION, TRANSLATION_WITHOUT_ATTENTION
 
 from seqtasks.models import Ensemble, Seq2Seq
 from seqtasks.recipe import load_recipe
-from seqtasks.encoder_decoder.decoding import search
+from seqtasks.decoding import search
 from seqtasks.text.special_ids import START_ID
 
 
@@ -66,8 +66,9 @@ def test_an_ensemble_step_is_the_mean_of_its_members_log_probabilities(members):
 
 def test_an_ensemble_of_identical_members_searches_as_one_of_them(members):
     source = np.array([[5, 6, 7, 0], [8, 9, 10, 3]], "int32")
-    one = search(members[0], source, 3, 6, 0.6, n_best=3, coverage_penalty=0.2)
-    both = search(Ensemble([members[0], members[0]]), source, 3, 6, 0.6, n_best=3, coverage_penalty=0.2)
+    settings = dict(beam_width=3, max_length=6, length_penalty=0.6, n_best=3, coverage_penalty=0.2)
+    one = search(members[0], source, settings, lists=True)
+    both = search(Ensemble([members[0], members[0]]), source, settings, lists=True)
     for mine, theirs in zip(one, both):
         np.testing.assert_allclose(mine, theirs, atol=1e-5)
 

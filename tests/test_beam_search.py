@@ -164,7 +164,7 @@ def test_matches_a_plain_beam_search_that_never_stops_early(width, max_length):
 
 @pytest.mark.parametrize("size, k, chunk", [(1, 1, 64), (7, 5, 3), (10, 3, 4), (50, 9, 8), (4487, 5, 64)])
 def test_chunked_top_k_equals_top_k(size, k, chunk):
-    from seqtasks.decoding.beam_search import _row_top_k
+    from seqtasks.decoding.beam import _row_top_k
 
     rows = np.random.default_rng(size).normal(size=(6, size)).astype("float32")
     rows[0, :k] = 9.0 + np.arange(k)  # a row whose best entries share one chunk
@@ -829,7 +829,7 @@ def test_blocking_repeated_bigrams_stops_a_loop_the_model_prefers():
 
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_repeated_ngram_bans_match_brute_force(size):
-    from seqtasks.decoding.beam_search import repeated_ngram_bans
+    from seqtasks.decoding.beam import repeated_ngram_bans
 
     rng = np.random.default_rng(size)
     ids = rng.integers(0, 3, size=(6, 8)).astype("int32")
@@ -955,7 +955,7 @@ def _near_repeats(block_length=14, seed=3):
 
 def test_repeated_ngram_bans_of_ngrams_longer_than_the_tensor_limit_match_brute_force():
     # A Python int size has no limit (only a tensor one has NGRAM_LIMIT).
-    from seqtasks.decoding.beam_search import NGRAM_LIMIT, repeated_ngram_bans
+    from seqtasks.decoding.beam import NGRAM_LIMIT, repeated_ngram_bans
 
     ids = _near_repeats()
     for size in (NGRAM_LIMIT - 1, NGRAM_LIMIT + 1, NGRAM_LIMIT + 3):
@@ -974,7 +974,7 @@ def test_repeated_ngram_bans_with_a_size_given_as_a_tensor_match_brute_force():
         pytest.skip("settings as tensors: TensorFlow graphs only")
     import tensorflow as tf
 
-    from seqtasks.decoding.beam_search import NGRAM_LIMIT, repeated_ngram_bans
+    from seqtasks.decoding.beam import NGRAM_LIMIT, repeated_ngram_bans
 
     traced = tf.function(
         lambda ids, step, size: repeated_ngram_bans(ids, step, size, 5),
@@ -992,7 +992,7 @@ def test_repeated_ngram_bans_with_a_size_given_as_a_tensor_match_brute_force():
 
 def test_repeated_ngram_bans_take_the_step_as_any_integer():
     # A NumPy int64 (what `np.arange` yields) or an int64 tensor gives the bans of the same int.
-    from seqtasks.decoding.beam_search import repeated_ngram_bans
+    from seqtasks.decoding.beam import repeated_ngram_bans
 
     ids = _near_repeats()
     for step in (15, 16, 20, ids.shape[1]):
@@ -1004,7 +1004,7 @@ def test_repeated_ngram_bans_take_the_step_as_any_integer():
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_repeated_ngram_bans_with_a_vocabulary_of_one_token(size):
     # Every row is "0 0 0 ...": the only token is banned once n - 1 of it have been produced.
-    from seqtasks.decoding.beam_search import repeated_ngram_bans
+    from seqtasks.decoding.beam import repeated_ngram_bans
 
     ids = np.zeros((2, 5), np.int32)
     for step in range(size + 1):

@@ -6,7 +6,7 @@ from serving_support import tiny_translation_export
 
 import seqtasks
 from seqtasks.errors import SeqtasksError
-from seqtasks.encoder_decoder.settings_inputs import FIRST_SETTINGS, SETTINGS
+from seqtasks.decoding.settings import FIRST_SETTINGS, NAMES as SETTINGS
 
 pytestmark = pytest.mark.slow
 
@@ -71,3 +71,20 @@ def test_a_prefix_starts_every_translation_and_its_own_start_gives_it_back(model
     assert plain.text in result.stdout
     result = seqtasks_command("predict", export, source, "Hola.", "--prefix", "nobody")
     assert result.stdout.splitlines() == [t.text for t in model.translate([source, "Hola."], prefix="nobody")]
+
+
+def test_the_export_keeps_its_own_settings_and_needs_no_recipe_file(model, tmp_path):
+    import shutil
+
+    from seqtasks.export.saved_model import AUDIT_FOLDER
+
+    recipe = model.recipe().model.decoding
+    assert model.decoding_defaults() == {name: getattr(recipe, name) for name in SETTINGS}
+    copy = shutil.copytree(model.path, tmp_path / "export")  # the version folder
+    (copy / AUDIT_FOLDER / "recipe.yaml").unlink()
+    alone = seqtasks.load(copy)
+    assert alone.recipe() is None
+    assert alone.decoding_defaults() == model.decoding_defaults()
+    # A call that sends one setting gets the rest from the export: the same as sending them all.
+    assert alone.translate("Tengo hambre.", n_best=1).text == model.translate(
+        "Tengo hambre.", **{**model.decoding_defaults(), "n_best": 1}).text

@@ -8,7 +8,7 @@ from migration_support import FIXTURES, checkpoint_arrays, new_ids, write_checkp
 
 from seqtasks.convert import from_opennmt
 from seqtasks.errors import SeqtasksError
-from seqtasks.encoder_decoder.decoding import score_ids, search
+from seqtasks.decoding import score_ids, search
 
 # The variants as record_opennmt.py built them: the catalogue's LuongAttention at toy size, and a custom model.
 VARIANTS = {
@@ -75,7 +75,7 @@ def _tokens(ids, lengths):
 
 def test_greedy_ids_equal_opennmt(converted):
     _, _, model, recorded, source_map, target_map = converted
-    ids, lengths, scores = search(model, source_map[recorded["source"]], 1, 12)
+    ids, lengths, scores = search(model, source_map[recorded["source"]], dict(beam_width=1, max_length=12))
     expected = [list(row[:length]) for row, length in zip(target_map[recorded["greedy_ids"]], recorded["greedy_lengths"])]
     assert _tokens(ids, lengths) == expected
     np.testing.assert_allclose(np.array(scores), recorded["greedy_log_probs"], atol=1e-5)
@@ -83,9 +83,8 @@ def test_greedy_ids_equal_opennmt(converted):
 
 def _search(model, recorded, source_map, name):
     _, alpha, beta = (float(x) for x in recorded[f"{name}_settings"])
-    ids, lengths, scores = search(
-        model, source_map[recorded["source"]], 3, 12, length_penalty=alpha, n_best=3, coverage_penalty=beta
-    )
+    settings = dict(beam_width=3, max_length=12, length_penalty=alpha, n_best=3, coverage_penalty=beta)
+    ids, lengths, scores = search(model, source_map[recorded["source"]], settings, lists=True)
     return np.array(ids), np.array(lengths), np.array(scores), alpha
 
 
@@ -148,7 +147,7 @@ def test_a_converted_opennmt_run_exports_and_translates_with_tensorflow_alone(tm
     served = serve_in_tensorflow_only(export, {"batch": sources})["batch"]["translation"]["value"]
     runner = Runner.open(run)
     ids = runner.task.source_tokenizer.tokenize(np.array(sources)).to_tensor().numpy()
-    out, _, _ = search(model, ids, 1, 50)
+    out, _, _ = search(model, ids, dict(beam_width=1, max_length=50))
     assert served == [text.decode() for text in runner.task.target_tokenizer.detokenize(np.array(out)).numpy()]
     assert "stand aside !" in served[0].lower().replace("!", " !")
     # seqtasks.load takes the converted run folder like any run (docs/python-api.md).

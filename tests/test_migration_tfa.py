@@ -11,7 +11,7 @@ from serving_support import post_json, running_server
 
 from seqtasks.convert import from_tfa
 from seqtasks.errors import SeqtasksError
-from seqtasks.encoder_decoder.decoding import search
+from seqtasks.decoding import search
 
 SPECIALS = {"<pad>": "[PAD]", "<start>": "[START]", "<end>": "[END]"}
 
@@ -63,16 +63,15 @@ def _old_tokens(ids, lengths):
 
 def test_greedy_ids_equal_tfa(converted):
     _, _, model, recorded, source_map, target_map = converted
-    ids, lengths, _ = search(model, source_map[recorded["source"]], 1, 12)
+    ids, lengths, _ = search(model, source_map[recorded["source"]], dict(beam_width=1, max_length=12))
     expected = _old_tokens(target_map[recorded["greedy_ids"]], recorded["greedy_lengths"])
     assert _old_tokens(ids, lengths) == expected
 
 
 def _search(model, recorded, source_map, setting):
     alpha, beta = (float(x) for x in recorded[f"beam{setting}_settings"])
-    ids, lengths, scores = search(
-        model, source_map[recorded["source"]], 3, 12, length_penalty=alpha, n_best=3, coverage_penalty=beta
-    )
+    settings = dict(beam_width=3, max_length=12, length_penalty=alpha, n_best=3, coverage_penalty=beta)
+    ids, lengths, scores = search(model, source_map[recorded["source"]], settings, lists=True)
     return np.array(ids), np.array(lengths), np.array(scores), alpha
 
 
@@ -90,7 +89,7 @@ def test_beam_search_without_penalties_equals_tfa_beam_for_beam(converted):
 def test_tfa_beams_with_penalties_have_the_same_log_probabilities_here(converted, setting):
     """Length penalty 0.6, then with coverage penalty 0.4. tfa ranks ended hypotheses by other lengths than seqtasks
     (docs/migrating.md), so the beams may come in another order; each of tfa's has the same log-probability here."""
-    from seqtasks.encoder_decoder.decoding import score_ids
+    from seqtasks.decoding import score_ids
 
     _, _, model, recorded, source_map, target_map = converted
     expected = target_map[recorded[f"beam{setting}_ids"]]
@@ -106,7 +105,7 @@ def test_tfa_beams_with_penalties_have_the_same_log_probabilities_here(converted
 
 
 def test_with_a_length_penalty_the_best_hypothesis_is_at_least_as_good_as_tfas_by_the_gnmt_score(converted):
-    from seqtasks.encoder_decoder.decoding import score_ids
+    from seqtasks.decoding import score_ids
 
     _, _, model, recorded, source_map, target_map = converted
     ids, lengths, scores, alpha = _search(model, recorded, source_map, 1)
@@ -171,7 +170,7 @@ def test_a_converted_run_evaluates_exports_and_serves_with_tensorflow_alone(tmp_
     # The export tokenizes the text itself; the Keras model, given those ids, translates the same.
     runner = Runner.open(run)
     ids = runner.task.source_tokenizer.tokenize(np.array(sources)).to_tensor().numpy()
-    out, _, _ = search(runner.load_model(), ids, 1, 50)
+    out, _, _ = search(runner.load_model(), ids, dict(beam_width=1, max_length=50))
     assert served == [text.decode() for text in runner.task.target_tokenizer.detokenize(np.array(out)).numpy()]
     assert all(served)
     # `seqtasks serve` on the run folder answers TensorFlow Serving's REST API with the same translations.

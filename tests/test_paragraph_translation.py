@@ -72,12 +72,12 @@ def _plain(outputs):
 def _settings(beam_width, n_best, max_length, length_penalty):
     import tensorflow as tf
 
-    from seqtasks.encoder_decoder.settings_inputs import SETTINGS as NAMES
+    from seqtasks.decoding.settings import NAMES, defaults
     from seqtasks.encoder_decoder.settings_inputs import settings_specs
 
-    values = {"beam_width": beam_width, "n_best": n_best, "max_length": max_length, "length_penalty": length_penalty,
-              "temperature": 1.0, "top_p": 1.0}
-    return [tf.constant([values.get(name, 0)], spec.dtype) for name, spec in zip(NAMES, settings_specs())]
+    values = {**defaults(), "beam_width": beam_width, "n_best": n_best, "max_length": max_length,
+              "length_penalty": length_penalty}
+    return [tf.constant([values[name]], spec.dtype) for name, spec in zip(NAMES, settings_specs())]
 
 
 def _sentences():
@@ -206,7 +206,7 @@ def test_blank_texts_alone_get_empty_outputs_and_score_zero(server):
 def test_score_and_attention_read_a_text_whole_with_its_case_as_given(server, parts):
     import tensorflow as tf
 
-    from seqtasks.encoder_decoder.decoding import score_ids
+    from seqtasks.decoding import score_ids
 
     model, source, target = parts
     text = PARAGRAPHS[0].upper()

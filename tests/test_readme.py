@@ -224,7 +224,9 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
     from seqtasks.encoder_decoder.server import make_server, text_reader
     from seqtasks.tasks.ner.server import make_tagger_server
 
-    decoding = SimpleNamespace(beam_width=2, n_best=1, max_length=5, length_penalty=0.0)
+    from seqtasks.decoding.settings import defaults
+
+    decoding = SimpleNamespace(**{**defaults(), "beam_width": 2, "max_length": 5})
 
     def seq2seq(attention):
         return SimpleNamespace(decoder_layer=SimpleNamespace(attention=attention))

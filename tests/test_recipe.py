@@ -7,7 +7,8 @@ import pytest
 from seqtasks.cli import builtin_recipes
 from seqtasks.errors import RecipeError
 from seqtasks.recipe import dump_recipe, load_recipe
-from seqtasks.recipe.schema import MAX_BEAM_WIDTH, MAX_DECODE_LENGTH, Seq2SeqModelConfig, TrainingConfig
+from seqtasks.decoding.settings import MAX_BEAM_WIDTH, MAX_DECODE_LENGTH
+from seqtasks.recipe.schema import Seq2SeqModelConfig, TrainingConfig
 
 
 def write(tmp_path, text, name="x.yaml"):
@@ -1394,21 +1395,22 @@ def test_sentencepiece_vocabularies_hold_the_byte_pieces(tmp_path, field):
 
 def test_n_best_beyond_the_beam_width_is_an_error(tmp_path):
     path = write(tmp_path, "task: toy\nmodel:\n  decoding:\n    beam_width: 4\n    n_best: 5\n")
-    assert error_of(path) == f"{path}: model.decoding.n_best: must not exceed beam_width (4); got 5 (line 5)"
+    assert error_of(path) == f"{path}: model.decoding.n_best: expected 1..4 (beam_width, or num_samples when sampling); got 5 (line 5)"
     assert load_recipe(path, ["model.decoding.n_best=4"]).model.decoding.n_best == 4
     assert error_of(path, ["model.decoding.beam_width=1"]) == (
-        f"{path}: model.decoding.n_best: must not exceed beam_width (1); got 5 (line 5)"
+        f"{path}: model.decoding.n_best: expected 1..1 (beam_width, or num_samples when sampling); got 5 (line 5)"
     )
 
 
 def test_sampling_and_the_beam_preferences_are_checked_together(tmp_path):
     path = write(tmp_path, "task: toy\nmodel:\n  decoding:\n    num_samples: 3\n    n_best: 4\n")
-    assert error_of(path) == f"{path}: model.decoding.n_best: must not exceed num_samples (3); got 4 (line 5)"
+    assert error_of(path) == f"{path}: model.decoding.n_best: expected 1..3 (beam_width, or num_samples when sampling); got 4 (line 5)"
     decoding = load_recipe(path, ["model.decoding.n_best=3"]).model.decoding
     assert (decoding.num_samples, decoding.n_best, decoding.beam_width) == (3, 3, 1)  # samples, not beams
-    for field, value in (("coverage_penalty", "0.4"), ("no_repeat_ngram_size", "3")):
+    for field, value, off in (("coverage_penalty", "0.4", "0.0"), ("no_repeat_ngram_size", "3", "0")):
         assert error_of(path, ["model.decoding.n_best=1", f"model.decoding.{field}={value}"]) == (
-            f"--set model.decoding.{field}: a beam search preference; num_samples 3 samples instead"
+            f"--set model.decoding.{field}: a beam search preference; expected {off} when sampling (num_samples 3); "
+            f"got {value}"
         )
     for field in ("temperature", "top_p"):
         assert error_of(path, ["model.decoding.n_best=1", f"model.decoding.{field}=0"]) == (
@@ -1425,17 +1427,17 @@ def test_sampling_and_the_beam_preferences_are_checked_together(tmp_path):
 def test_a_coverage_penalty_needs_attention(tmp_path):
     path = write(tmp_path, "task: toy\nmodel:\n  attention:\n    type: none\n  decoding:\n    coverage_penalty: 0.2\n")
     assert error_of(path) == (
-        f"{path}: model.decoding.coverage_penalty: weighs the attention over the source; attention type 'none' has "
-        "none (line 6)"
+        f"{path}: model.decoding.coverage_penalty: reads the attention over the source; attention type 'none' has "
+        "none: expected 0.0 (line 6)"
     )
     assert load_recipe(path, ["model.attention.type=luong"]).model.decoding.coverage_penalty == 0.2
 
 
 def test_the_largest_blocked_ngram_is_the_one_an_export_graph_blocks():
-    from seqtasks.decoding.beam_search import NGRAM_LIMIT
-    from seqtasks.recipe.schema import MAX_NGRAM_SIZE
+    from seqtasks.decoding.beam import NGRAM_LIMIT
+    from seqtasks.decoding.settings import BY_NAME
 
-    assert MAX_NGRAM_SIZE == NGRAM_LIMIT
+    assert BY_NAME["no_repeat_ngram_size"].high == NGRAM_LIMIT
 
 
 def test_of_two_values_yaml_cannot_read_the_first_in_the_file_is_reported(tmp_path):

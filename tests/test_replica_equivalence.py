@@ -50,7 +50,6 @@ def ner(overrides):
     from seqtasks.tasks import make_task
     from seqtasks.tasks.ner import task
     from seqtasks.text.token_features import TokenFeaturizer, build_vocabularies
-    from seqtasks.training.fit import make_optimizer
 
     recipe = load_recipe(resolve_recipe("ner"), COMMON + overrides + ["model.dropout=0", "model.word_dropout=0", "model.word_embedding_dim=16", "model.encoder.units=16"])
     train, validation = make_task(recipe).read_splits()
@@ -60,7 +59,8 @@ def ner(overrides):
     featurizer = TokenFeaturizer(words, chars, False, 20)
     dataset = task.make_dataset(train, featurizer, {t: i for i, t in enumerate(tags)}, 9, shuffle_seed=3)
     make = lambda: SequenceTagger.from_recipe(recipe.model, len(words), len(chars), len(tags), seed=1)
-    return recipe, make, lambda model: model.compile(optimizer=make_optimizer(recipe.training)), dataset
+    # The task's own compiling: it hands the tagger the strategy's replicas (models do not import the runtime).
+    return recipe, make, make_task(recipe).compile_model, dataset
 
 
 results = {}

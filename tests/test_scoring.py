@@ -10,7 +10,7 @@ import seqtasks
 from seqtasks.errors import SeqtasksError
 from seqtasks.models import Ensemble, Seq2Seq
 from seqtasks.recipe import load_recipe
-from seqtasks.encoder_decoder.decoding import Sampling, score_ids, search
+from seqtasks.decoding import score_ids, search
 
 
 def _model(seed, attention="luong"):
@@ -34,9 +34,10 @@ SOURCE = np.array([[5, 6, 7, 0], [8, 9, 10, 3], [4, 0, 0, 0]], "int32")
 @pytest.mark.parametrize("attention", ["luong", "none"])
 def test_the_searches_scores_are_the_scored_values_of_their_outputs(attention):
     model = _model(1, attention)
-    for settings in (dict(beam_width=3, n_best=3), dict(beam_width=1, n_best=None),
-                     dict(beam_width=1, n_best=2, sampling=Sampling(2, 1.3, 0, 1.0, 5))):
-        ids, lengths, scores = search(model, SOURCE, max_length=7, length_penalty=0.6, **settings)
+    for settings, lists in ((dict(beam_width=3, n_best=3), True), (dict(beam_width=1), False),
+                            (dict(beam_width=1, n_best=2, num_samples=2, temperature=1.3, top_k=0, top_p=1.0, seed=5),
+                             True)):
+        ids, lengths, scores = search(model, SOURCE, {**settings, "max_length": 7, "length_penalty": 0.6}, lists=lists)
         ids, lengths, scores = (np.asarray(x) for x in (ids, lengths, scores))
         if ids.ndim == 2:
             ids, lengths, scores = ids[:, None], lengths[:, None], scores[:, None]
@@ -59,7 +60,8 @@ def test_scored_values_are_the_teacher_forced_log_probabilities_and_an_ensemble_
     lengths = np.array([2, 1, 0])  # without the end token
     np.testing.assert_allclose(normalised, expected.sum(1) / (((5 + lengths) / 6) ** 0.6), atol=1e-5)
     ensemble = Ensemble([model, other])
-    ids, _, scores = search(ensemble, SOURCE, 3, 6, 0.6, n_best=2)
+    settings = dict(beam_width=3, max_length=6, length_penalty=0.6, n_best=2)
+    ids, _, scores = search(ensemble, SOURCE, settings, lists=True)
     for k in range(2):
         np.testing.assert_allclose(score_ids(ensemble, SOURCE, np.asarray(ids)[:, k], 0.6)[2], np.asarray(scores)[:, k],
                                    atol=1e-4)
@@ -117,11 +119,11 @@ def _prefix(ids, k):
 
 def test_a_prefix_of_the_greedy_output_gives_the_same_output_scored_without_it():
     model = _model(1)
-    ids, lengths, scores = (np.asarray(x) for x in search(model, SOURCE, 1, 7))
+    ids, lengths, scores = (np.asarray(x) for x in search(model, SOURCE, dict(beam_width=1, max_length=7)))
     tokens = np.asarray(score_ids(model, SOURCE, ids, 0.0)[0])
     for k in (0, 1, 2):
         forced_ids, forced_lengths, forced_scores = (
-            np.asarray(x) for x in search(model, SOURCE, 1, 7, prefix=_prefix(ids, k))
+            np.asarray(x) for x in search(model, SOURCE, dict(beam_width=1, max_length=7), prefix=_prefix(ids, k))
         )
         np.testing.assert_array_equal(forced_ids, ids)
         np.testing.assert_array_equal(forced_lengths, lengths)
@@ -130,15 +132,15 @@ def test_a_prefix_of_the_greedy_output_gives_the_same_output_scored_without_it()
 
 def test_a_prefix_of_a_sample_gives_the_same_sample_and_any_prefix_is_written_first():
     model = _model(2)
-    sampling = Sampling(3, 1.5, 0, 1.0, 11)
-    ids, _, _ = (np.asarray(x) for x in search(model, SOURCE, 1, 6, n_best=3, sampling=sampling))
+    sampling = dict(beam_width=1, max_length=6, n_best=3, num_samples=3, temperature=1.5, top_k=0, top_p=1.0, seed=11)
+    ids, _, _ = (np.asarray(x) for x in search(model, SOURCE, sampling, lists=True))
     # Samples come back best first: force the first two tokens of the best one and it comes back, unchanged.
-    again = np.asarray(search(model, SOURCE, 1, 6, n_best=3, sampling=sampling, prefix=_prefix(ids[:, 0], 2))[0])
+    again = np.asarray(search(model, SOURCE, sampling, prefix=_prefix(ids[:, 0], 2), lists=True)[0])
     assert any((again[:, k] == ids[:, 0]).all() for k in range(3))
     # An unlikely prefix (tokens 7 then 8 on every row, padding on the last) starts every hypothesis.
     prefix = np.array([[7, 8], [7, 8], [7, 0]], "int32")
-    for settings in (dict(beam_width=3, n_best=3, coverage_penalty=0.3, no_repeat_ngram_size=2),
-                     dict(beam_width=1, n_best=None), dict(beam_width=1, n_best=2, sampling=Sampling(2))):
-        out = np.asarray(search(model, SOURCE, max_length=6, prefix=prefix, **settings)[0])
+    for settings, lists in ((dict(beam_width=3, n_best=3, coverage_penalty=0.3, no_repeat_ngram_size=2), True),
+                            (dict(beam_width=1), False), (dict(beam_width=1, n_best=2, num_samples=2), True)):
+        out = np.asarray(search(model, SOURCE, {**settings, "max_length": 6}, prefix=prefix, lists=lists)[0])
         out = out if out.ndim == 3 else out[:, None]
         assert (out[:2, :, :2] == [7, 8]).all() and (out[2, :, 0] == 7).all(), settings

@@ -1,4 +1,4 @@
-"""The one search of the encoder-decoder tasks (`seq2seq_common.search`): evaluation, exports and requests alike.
+"""The one search of the encoder-decoder tasks (`seqtasks.decoding.search`): evaluation, exports and requests alike.
 
 A width of 1 is greedy search whether it comes as a Python number (the
 recipe's, which runs `greedy_search`) or as a tensor (a request's, which runs
@@ -10,8 +10,8 @@ import keras
 import numpy as np
 import pytest
 
-from seqtasks.decoding import length_penalty
-from seqtasks.encoder_decoder.decoding import make_decode, search
+from seqtasks.decoding import length_penalty, search
+from seqtasks.encoder_decoder.decoding import make_decode
 from seqtasks.text.special_ids import END_ID, START_ID
 
 pytestmark = pytest.mark.backends
@@ -62,14 +62,6 @@ class AttendingModel(BigramModel):
         return ops.take(self.table, ids, axis=0) + bias, state, ops.softmax(scores, axis=-1) * ops.cast(mask, "float32")
 
 
-class Decoding:
-    def __init__(self, beam_width, max_length, length_penalty, **others):
-        self.beam_width, self.max_length, self.length_penalty = beam_width, max_length, length_penalty
-        self.coverage_penalty, self.no_repeat_ngram_size = others.get("coverage_penalty", 0.0), others.get("ngram", 0)
-        self.num_samples, self.temperature = others.get("num_samples", 0), others.get("temperature", 1.0)
-        self.top_k, self.top_p, self.seed = others.get("top_k", 0), others.get("top_p", 1.0), others.get("seed", 0)
-
-
 INPUTS = np.array([[3, 1], [5, 2], [4, 4]], np.int32)
 
 
@@ -77,13 +69,15 @@ INPUTS = np.array([[3, 1], [5, 2], [4, 4]], np.int32)
 @pytest.mark.parametrize("end_weight", [0.0, -30.0])  # -30: no hypothesis ends, every one runs to max_length
 def test_width_one_is_greedy_search_with_the_beam_s_scores(alpha, end_weight):
     model = BigramModel(1, end_weight)
-    greedy = [np.asarray(x) for x in search(model, INPUTS, 1, 6, alpha)]
-    beam = [np.asarray(x) for x in search(model, INPUTS, np.int32(1), 6, alpha)]  # not a Python int: beam search
+    settings = dict(max_length=6, length_penalty=alpha)
+    greedy = [np.asarray(x) for x in search(model, INPUTS, {**settings, "beam_width": 1})]
+    # Not a Python int: beam search.
+    beam = [np.asarray(x) for x in search(model, INPUTS, {**settings, "beam_width": np.int32(1)})]
     np.testing.assert_array_equal(greedy[0], beam[0])
     np.testing.assert_array_equal(greedy[1], beam[1])
     np.testing.assert_allclose(greedy[2], beam[2], rtol=1e-5)
     # The score is the summed log-probability over the length penalty of the tokens before the end token.
-    raw = [np.asarray(x) for x in search(model, INPUTS, 1, 6, 0.0)][2]
+    raw = [np.asarray(x) for x in search(model, INPUTS, dict(beam_width=1, max_length=6, length_penalty=0.0))][2]
     ended = np.array([row[length - 1] == END_ID for row, length in zip(greedy[0], greedy[1])])
     assert ended.any() if end_weight == 0.0 else not ended.any()  # both of the penalty's lengths are tried
     expected = raw / np.asarray(length_penalty(greedy[1] - ended, alpha))
@@ -92,8 +86,9 @@ def test_width_one_is_greedy_search_with_the_beam_s_scores(alpha, end_weight):
 
 def test_the_n_best_of_width_one_is_the_greedy_output_with_an_n_best_axis():
     model = BigramModel(2)
-    ids, lengths, scores = (np.asarray(x) for x in search(model, INPUTS, 1, 5, 0.6, n_best=1))
-    best = [np.asarray(x) for x in search(model, INPUTS, 1, 5, 0.6)]
+    settings = dict(beam_width=1, max_length=5, length_penalty=0.6)
+    ids, lengths, scores = (np.asarray(x) for x in search(model, INPUTS, {**settings, "n_best": 1}, lists=True))
+    best = [np.asarray(x) for x in search(model, INPUTS, settings)]
     assert ids.shape == (3, 1, 5) and lengths.shape == scores.shape == (3, 1)
     np.testing.assert_array_equal(ids[:, 0], best[0])
     np.testing.assert_allclose(scores[:, 0], best[2])
@@ -101,8 +96,9 @@ def test_the_n_best_of_width_one_is_the_greedy_output_with_an_n_best_axis():
 
 def test_a_recipe_s_decode_is_the_search_with_its_settings():
     model = BigramModel(3)
-    decode = make_decode(model, Decoding(3, 6, 0.6), n_best=2)
-    for mine, theirs in zip(decode(INPUTS), search(model, INPUTS, 3, 6, 0.6, n_best=2)):
+    settings = dict(beam_width=3, max_length=6, length_penalty=0.6, n_best=2)
+    decode = make_decode(model, settings, lists=True)
+    for mine, theirs in zip(decode(INPUTS), search(model, INPUTS, settings, lists=True)):
         np.testing.assert_allclose(np.asarray(mine), np.asarray(theirs))
     ids = np.asarray(decode(INPUTS)[0])
     assert ids.shape == (3, 2, 6) and (ids[:, :, 0] != START_ID).all()
@@ -117,9 +113,14 @@ def test_settings_as_tensors_in_a_graph_search_as_the_recipe_s_numbers_do(width,
 
     model = BigramModel(width)
     specs = [tf.TensorSpec([], tf.int32)] * 3 + [tf.TensorSpec([], tf.float32)]
-    traced = tf.function(lambda w, b, m, a: search(model, INPUTS, w, m, a, b), input_signature=specs)
+    traced = tf.function(
+        lambda w, b, m, a: search(model, INPUTS, dict(beam_width=w, n_best=b, max_length=m, length_penalty=a),
+                                  lists=True),
+        input_signature=specs,
+    )
     got = traced(width, n_best, 6, alpha)
-    expected = make_decode(model, Decoding(width, 6, alpha), n_best)(INPUTS)
+    expected = make_decode(model, dict(beam_width=width, max_length=6, length_penalty=alpha, n_best=n_best),
+                           lists=True)(INPUTS)
     assert got[0].shape == (3, n_best, 6)
     for mine, theirs in zip(got, expected):
         np.testing.assert_allclose(np.array(mine), np.array(theirs), rtol=1e-5)
@@ -163,7 +164,8 @@ def _exhaustive_best(model, row, max_length, alpha, beta=0.0, ngram=0):
 def test_the_preferences_reach_the_search_through_the_recipe(beta, ngram):
     # Padding (0) in the second input: a position never attended counts as covered.
     model, alpha, max_length = AttendingModel(4), 0.6, 4
-    decode = make_decode(model, Decoding(VOCAB**max_length, max_length, alpha, coverage_penalty=beta, ngram=ngram))
+    decode = make_decode(model, dict(beam_width=VOCAB**max_length, max_length=max_length, length_penalty=alpha,
+                                     coverage_penalty=beta, no_repeat_ngram_size=ngram))
     ids, lengths, scores = (np.asarray(x) for x in decode(np.array([[3, 1], [5, 0], [4, 4]], np.int32)))
     for b, row in enumerate([[3, 1], [5, 0], [4, 4]]):
         score, tokens = _exhaustive_best(model, row, max_length, alpha, beta, ngram)
@@ -174,17 +176,17 @@ def test_the_preferences_reach_the_search_through_the_recipe(beta, ngram):
 def test_a_model_without_attention_searches_without_coverage():
     # A request's coverage penalty (a tensor) reaches a decoder that has no weights to sum: nothing to weigh.
     model = BigramModel(5)
-    plain = [np.asarray(x) for x in search(model, INPUTS, 3, 5, 0.6)]
-    weighed = [np.asarray(x) for x in search(model, INPUTS, 3, 5, 0.6, coverage_penalty=np.float32(2.0))]
+    settings = dict(beam_width=3, max_length=5, length_penalty=0.6)
+    plain = [np.asarray(x) for x in search(model, INPUTS, settings)]
+    weighed = [np.asarray(x) for x in search(model, INPUTS, {**settings, "coverage_penalty": np.float32(2.0)})]
     for mine, theirs in zip(weighed, plain):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6)
 
 
 def test_samples_come_back_best_first_with_the_search_s_scores():
-    from seqtasks.encoder_decoder.decoding import Sampling
-
     model, alpha = BigramModel(6), 0.6
-    decode = make_decode(model, Decoding(1, 6, alpha, num_samples=8, seed=3, top_p=0.95), n_best=8)
+    settings = dict(beam_width=1, max_length=6, length_penalty=alpha, num_samples=8, top_p=0.95, seed=3)
+    decode = make_decode(model, {**settings, "n_best": 8}, lists=True)
     ids, lengths, scores = (np.asarray(x) for x in decode(INPUTS))
     assert ids.shape == (3, 8, 6) and lengths.shape == scores.shape == (3, 8)
     for b, row in enumerate(INPUTS):
@@ -196,10 +198,10 @@ def test_samples_come_back_best_first_with_the_search_s_scores():
             ended = tokens[-1] == END_ID
             expected = sum(log_probs[a, t] for a, t in zip(fed, tokens)) / ((5.0 + len(tokens) - ended) / 6.0) ** alpha
             np.testing.assert_allclose(scores[b, k], expected, rtol=1e-5)
-    best = [np.asarray(x) for x in search(model, INPUTS, 1, 6, alpha, sampling=Sampling(8, top_p=0.95, seed=3))]
+    best = [np.asarray(x) for x in search(model, INPUTS, settings)]
     np.testing.assert_array_equal(best[0], ids[:, 0])
     np.testing.assert_allclose(best[2], scores[:, 0])
-    other = np.asarray(search(model, INPUTS, 1, 6, alpha, n_best=8, sampling=Sampling(8, top_p=0.95, seed=4))[0])
+    other = np.asarray(search(model, INPUTS, {**settings, "n_best": 8, "seed": 4}, lists=True)[0])
     assert not np.array_equal(other, ids)
 
 
@@ -208,14 +210,13 @@ def test_a_sample_count_given_as_a_tensor_samples_or_searches_as_the_numbers_do(
         pytest.skip("settings as tensors: TensorFlow graphs only")
     import tensorflow as tf
 
-    from seqtasks.encoder_decoder.decoding import Sampling
-
     model = BigramModel(7)
     specs = [tf.TensorSpec([], tf.int32)] * 3 + [tf.TensorSpec([], tf.float32)]
 
     def run(samples, n_best, seed, temperature):
-        sampling = Sampling(samples, temperature=temperature, seed=seed)
-        return search(model, INPUTS, 2, 6, 0.6, n_best, sampling=sampling)
+        settings = dict(beam_width=2, max_length=6, length_penalty=0.6, n_best=n_best, num_samples=samples,
+                        temperature=temperature, seed=seed)
+        return search(model, INPUTS, settings, lists=True)
 
     traced = tf.function(run, input_signature=specs)
     for samples, n_best, seed, temperature in [(0, 2, 1, 1.0), (3, 2, 1, 1.3), (4, 4, 9, 0.7)]:

@@ -194,21 +194,26 @@ def test_unknown_models_versions_and_routes_are_404_and_health_answers(server):
         404, {"error": "model 'tiny' has no version 7; it serves version 1"})
     assert get_json(server + "/v1/models/tiny/versions/2")[0] == 404
     assert get_json(server + "/v1/nothing")[0] == 404 and "error" in get_json(server + "/v1/nothing")[1]
-    assert get_json(server + "/healthz") == (200, {"status": "ok", "models": ["tiny"]})
+    status, health = get_json(server + "/healthz")
+    assert (status, health["status"], health["models"]) == (200, "ok", ["tiny"])
+    assert health["work"]["tiny"]["state"] == "idle" and health["work"]["tiny"]["requests"] == 0
     status, page = request("GET", server + "/")
     assert status == 200 and b"<html" in page.lower() and b"app.js" in page
     assert request("GET", server + "/static/app.js")[0] == 200
 
 
 def test_the_page_s_model_listing_names_task_settings_and_limits(server):
+    from seqtasks.decoding.settings import NAMES, as_json
+
     status, listing = get_json(server + "/seqtasks/models")
     (model,) = listing["models"]
     assert status == 200 and model["name"] == "tiny" and model["task"] == "translation" and model["input"] == "text"
     assert model["attention"] is True and model["labels"] is None and model["prefix"] is True
     assert model["settings"] == {"beam_width": 3, "n_best": 2, "max_length": 12, "length_penalty": 0.6,
                                  "coverage_penalty": 0.0, "no_repeat_ngram_size": 0, "num_samples": 0,
-                                 "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0,
-                                 "max_beam_width": 16, "max_max_length": 256}
+                                 "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}
+    # The page's controls: the declared settings, with this model's bounds (it attends: coverage up to 10).
+    assert model["setting_fields"] == as_json(NAMES, attends=True)
     assert model["limits"]["max_instances"] == 8 and model["limits"]["max_text_characters"] == 200
 
 

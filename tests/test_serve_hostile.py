@@ -210,6 +210,51 @@ def test_healthz_answers_within_100_ms_while_a_16_mib_request_is_parsed(body):
     assert min(attempts) < 0.1, attempts
 
 
+def _answer_on(connection):
+    """`(status, JSON body)` of the answer on `connection`, read as far as its Content-Length."""
+    def more():
+        data = connection.recv(65536)
+        assert data, "the server closed the connection before its answer ended"
+        return data
+
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += more()
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += more()
+    return int(head.split()[1]), json.loads(body)
+
+
+def _chunk(data):
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+def test_a_chunked_body_over_max_body_bytes_is_refused_while_it_streams_and_the_server_keeps_serving():
+    model = FakeModel()
+    head = (b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+    with in_process_server(fake_served(("tiny", model)), limits=Limits(max_body_bytes=1000)) as (url, log):
+        # Chunked and within the limit (1,000 bytes exactly): read whole and answered.
+        text = "a" * (1000 - len(json.dumps({"instances": [""]})))
+        body = json.dumps({"instances": [text]}).encode()
+        assert len(body) == 1000
+        with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as connection:
+            connection.sendall(head + _chunk(body[:300]) + _chunk(body[300:]) + b"0\r\n\r\n")
+            assert _answer_on(connection) == (200, {"predictions": [text.upper()]})
+        # 1,001 bytes, and a body that never ends: refused as soon as the limit is passed, with the JSON 413,
+        # without a Content-Length to refuse it by and without waiting for the last chunk.
+        for chunks in ([body, b" "], [b'{"instances": ["', b"a" * 600, b"a" * 600]):
+            with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as connection:
+                connection.sendall(head + b"".join(_chunk(data) for data in chunks))
+                assert _answer_on(connection) == (413, {"error": "request body over 1000 bytes (--max-body-bytes)"})
+        assert post_json(url + "/v1/models/tiny:predict", {"instances": ["after"]}) == (200, {"predictions": ["AFTER"]})
+        assert get_json(url + "/healthz")[0] == 200
+    assert [call[1]["text"] for call in _work_calls(model)] == [[text], ["after"]]  # nothing refused reached it
+    assert log == []
+
+
 def test_slow_clients_cannot_hold_connections():
     capacity = Capacity(header_timeout_s=1.0, body_timeout_s=1.0)
     with in_process_server(fake_served(("tiny", FakeModel())), capacity=capacity) as (url, _):
@@ -333,12 +378,16 @@ def test_a_stuck_model_is_answered_by_the_deadline_and_reflected_by_healthz():
         started = time.monotonic()
         status, health = get_json(url + "/healthz")
         assert status == 503 and health["status"] == "unavailable" and time.monotonic() - started < 2
-        assert health["error"].startswith("model 'tiny' did not answer a one-example request within 0.5 s")
+        # Its call has run past --request-timeout-s with nothing finished: stuck, said without waiting on it.
+        assert health["error"].startswith("model 'tiny' is stuck: it has work and no call has finished for ")
+        assert health["work"]["tiny"]["state"] == "stuck"
         model.gate.set()
         deadline = time.monotonic() + 10
         while get_json(url + "/healthz")[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert get_json(url + "/healthz") == (200, {"status": "ok", "models": ["tiny"]})
+        status, health = get_json(url + "/healthz")
+        assert (status, health["status"], health["models"]) == (200, "ok", ["tiny"])
+        assert health["work"] == {"tiny": {"state": "idle", "requests": 0, "call_s": 0.0, "since_progress_s": 0.0}}
     # The request that timed out while queued never ran; the one already running did, its answer discarded.
     assert [call[1]["text"] for call in _work_calls(model)] == [["first"]]
 

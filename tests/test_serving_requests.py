@@ -398,3 +398,142 @@ def test_the_queue_is_bounded_cancelled_requests_leave_it_and_probes_go_first():
 
     _in_loop(scenario)
     assert [call[1]["text"] for call in calls] == [["running"], ["probe"], ["kept"], ["late"]]
+
+
+class _Stepped:
+    """A model call that announces itself (`started`, a thread-safe queue of the texts it got) and then waits for a
+    permit (`step()`), so a test decides when each call ends."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self.started = queue.Queue()
+        self._permits = threading.Semaphore(0)
+        self.calls = []
+        self._echo = _echo(self.calls)
+
+    def __call__(self, signature, columns):
+        self.started.put(list(columns["text"]))
+        self._permits.acquire()
+        return self._echo(signature, columns)
+
+    def step(self, count=1):
+        for _ in range(count):
+            self._permits.release()
+
+    async def next_call(self):
+        """The texts of the next call once it has started (it then waits for `step`)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.started.get, True, 10)
+
+
+def _finished_in_order(futures):
+    """A list that each future's name joins when it is done."""
+    order = []
+    for name, future in futures.items():
+        future.add_done_callback(lambda _, name=name: order.append(name))
+    return order
+
+
+def test_a_large_request_s_calls_take_turns_with_requests_that_came_while_one_ran():
+    model = _Stepped()
+    texts = [f"t{index}" for index in range(6)]
+
+    async def scenario():
+        batcher = Batcher(model, "text", {"serving_default"}, max_batch_size=2, timeout_seconds=0.0)
+        batcher.start()
+        large = batcher.submit("serving_default", {"text": texts})
+        assert await model.next_call() == texts[:2]  # its first call runs, and holds the model
+        small = batcher.submit("serving_default", {"text": ["word"]})
+        order = _finished_in_order({"large": large, "small": small})
+        model.step()
+        assert await model.next_call() == ["word"]  # before the large request's second call
+        model.step()
+        assert (await small)[0]["echo"].tolist() == ["WORD"]
+        assert order == ["small"] and not large.done()  # answered while the large one is still in progress
+        assert await model.next_call() == texts[2:4]
+        model.step()
+        assert await model.next_call() == texts[4:]
+        model.step()
+        outputs, examples = await large
+        await batcher.stop()
+        return outputs, examples, order
+
+    outputs, examples, order = _in_loop(scenario)
+    assert outputs["echo"].tolist() == [text.upper() for text in texts] and examples == 2  # joined, in order
+    assert order == ["small", "large"]
+
+
+def test_large_requests_take_turns_call_by_call_and_a_cancelled_one_runs_no_further():
+    model = _Stepped()
+
+    async def scenario():
+        batcher = Batcher(model, "text", {"serving_default"}, max_batch_size=2, timeout_seconds=0.0)
+        batcher.start()
+        first = batcher.submit("serving_default", {"text": ["a1", "a2", "a3", "a4", "a5"]})
+        second = batcher.submit("serving_default", {"text": ["b1", "b2", "b3", "b4"]})
+        third = batcher.submit("serving_default", {"text": ["c1", "c2", "c3", "c4", "c5", "c6"]})
+        seen = []
+        for _ in range(5):
+            seen.append(await model.next_call())
+            if len(seen) == 5:
+                third.cancel()  # its client left after its first call: its other two never run
+            model.step()
+        seen.append(await model.next_call())  # the first request's last piece, merged with nothing
+        model.step()
+        answers = await asyncio.gather(first, second)
+        assert model.started.empty()
+        await batcher.stop()
+        return seen, answers
+
+    seen, (first, second) = _in_loop(scenario)
+    assert seen == [["a1", "a2"], ["b1", "b2"], ["c1", "c2"], ["a3", "a4"], ["b3", "b4"], ["a5"]]
+    assert first[0]["echo"].tolist() == ["A1", "A2", "A3", "A4", "A5"] and second[0]["echo"].tolist() == [
+        "B1", "B2", "B3", "B4"]
+    assert [call[1]["text"] for call in model.calls] == seen
+
+
+def test_a_large_request_s_last_piece_merges_with_requests_of_the_same_settings():
+    calls = []
+
+    async def scenario():
+        batcher = Batcher(_echo(calls), "text", {"with_settings"}, max_batch_size=4, timeout_seconds=0.05)
+        batcher.start()
+        large = batcher.submit("with_settings", {"text": list("abcdef"), "w": [3] * 6})
+        small = batcher.submit("with_settings", {"text": ["g"], "w": [3]})
+        other = batcher.submit("with_settings", {"text": ["h"], "w": [5]})
+        answers = await asyncio.gather(large, small, other)
+        await batcher.stop()
+        return answers
+
+    (large, large_examples), (small, small_examples), (other, _) = _in_loop(scenario)
+    assert large["echo"].tolist() == list("ABCDEF") and small["echo"].tolist() == ["G"] and other["width"].tolist() == [5]
+    # The first call is full; the small request of the same settings goes next, and the large one's last piece
+    # joins it; the request of other settings waits for its own call.
+    assert [call[1]["text"] for call in calls] == [list("abcd"), ["g", "e", "f"], ["h"]]
+    assert (large_examples, small_examples) == (4, 3)
+
+
+def test_progress_says_whether_the_model_has_work_without_waiting_on_it():
+    model = _Stepped()
+
+    async def scenario():
+        batcher = Batcher(model, "text", {"serving_default"}, max_batch_size=2, timeout_seconds=0.0)
+        batcher.start()
+        idle = batcher.progress()
+        large = batcher.submit("serving_default", {"text": ["a", "b", "c"]})
+        await model.next_call()
+        probe = batcher.submit("serving_default", {"text": ["probe"]}, priority=True)
+        small = batcher.submit("serving_default", {"text": ["d"]})
+        running = batcher.progress()  # read while the call blocks
+        model.step(4)
+        await asyncio.gather(large, probe, small)
+        after = batcher.progress()
+        await batcher.stop()
+        return idle, running, after
+
+    idle, running, after = _in_loop(scenario)
+    assert idle == {"busy": False, "requests": 0, "call_s": 0.0, "since_progress_s": 0.0}
+    assert running["busy"] and running["requests"] == 2 and running["call_s"] >= 0  # probes are not requests
+    assert running["since_progress_s"] >= running["call_s"]  # no call has finished since the work began
+    assert after == idle

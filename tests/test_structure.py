@@ -67,3 +67,85 @@ def test_the_architecture_page_draws_these_floors():
     drawn = [sorted(name.strip("`/").removesuffix(".py") for name in re.findall(r"`[^`]+`", parts)) for _, parts in rows]
     assert [int(level) for level, _ in rows] == list(range(len(FLOORS)))
     assert drawn == [sorted(parts) for parts in FLOORS]
+
+
+# Models do not import the runtime: what a run does around a model (the distribution strategy, `fit`,
+# checkpoints, optimizers, run folders: every module of `training/` but the losses the models share)
+# comes to a model as an argument, e.g. the strategy's replicas through `use_replicas`.
+MODEL_PARTS = ("models", "layers")
+RUNTIME_EXCEPT = {"seqtasks.training", "seqtasks.training.losses"}
+
+
+def _module_file(name):
+    """The file of the package's module `name`, or None (another package's, or a name imported from a module)."""
+    base = REPO.joinpath(*name.split("."))
+    if name.split(".")[0] != "seqtasks":
+        return None
+    return next((path for path in (base.with_suffix(".py"), base / "__init__.py") if path.is_file()), None)
+
+
+def _modules_imported(path):
+    """The package's modules that `path` imports (inside functions too): for `import seqtasks.a.b` or
+    `from seqtasks.a import b`, `seqtasks.a` and, when it is a module, `seqtasks.a.b`. Not `seqtasks` itself:
+    no part (`_part`), its one import is inside `seqtasks.load`, the public entry, which no part calls."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            pieces = name.split(".")
+            for end in range(2, len(pieces) + 1):
+                if _module_file(".".join(pieces[:end])) is not None:
+                    yield ".".join(pieces[:end])
+
+
+def runtime_reached(path):
+    """`{runtime module: the chain of imports that reaches it}` from the module file `path`, followed through
+    every module of the package it imports, directly or not."""
+    reached, chains, todo = {}, {}, [(path, ())]
+    while todo:
+        current, chain = todo.pop()
+        for name in _modules_imported(current):
+            if name in chains:
+                continue
+            chains[name] = chain + (name,)
+            if name.startswith("seqtasks.training.") and name not in RUNTIME_EXCEPT:
+                reached[name] = chains[name]
+            todo.append((_module_file(name), chains[name]))
+    return reached
+
+
+def _model_modules():
+    return [path for path in _modules() if path.relative_to(PACKAGE).parts[0] in MODEL_PARTS]
+
+
+@pytest.mark.parametrize("path", _model_modules(), ids=lambda path: str(path.relative_to(REPO)))
+def test_models_do_not_import_the_runtime(path):
+    reached = runtime_reached(path)
+    assert not reached, f"{path.relative_to(REPO)} imports the runtime: " + "; ".join(
+        " -> ".join(chain) for chain in reached.values()
+    )
+
+
+def test_the_runtime_rule_follows_imports_inside_functions_of_the_modules_imported(tmp_path, monkeypatch):
+    # A model importing a helper that imports the strategy's module only when called: the rule follows it.
+    package = tmp_path / "seqtasks"
+    for folder in ("models", "training"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "training" / "losses.py").write_text("def share():\n    from seqtasks.training import distribute\n")
+    (package / "training" / "distribute.py").write_text("")
+    (package / "models" / "tagger.py").write_text("from seqtasks.training.losses import share\n")
+    (package / "models" / "plain.py").write_text("import seqtasks.training.losses\n")
+    monkeypatch.setitem(globals(), "REPO", tmp_path)
+    assert runtime_reached(package / "models" / "tagger.py") == {
+        "seqtasks.training.distribute": ("seqtasks.training.losses", "seqtasks.training.distribute")
+    }
+    (package / "training" / "losses.py").write_text("def share():\n    pass\n")
+    assert runtime_reached(package / "models" / "tagger.py") == {}
+    assert runtime_reached(package / "models" / "plain.py") == {}

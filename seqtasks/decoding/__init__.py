@@ -1,7 +1,24 @@
-"""Decoding loops written with `keras.ops`, so they run inside a graph."""
+"""Decoding: the settings' one declaration (`settings`), the one search (`search`) and its loops, written with
+`keras.ops` so they run inside a graph.
 
-from seqtasks.decoding.beam_search import beam_search, coverage_penalty, length_penalty, tile_beams
-from seqtasks.decoding.greedy_search import greedy_search
-from seqtasks.decoding.sampling import sampling_search
+The loops import Keras; the declaration does not, so a recipe or a client reads it without loading Keras:
+the names below are imported on first use.
+"""
 
-__all__ = ["beam_search", "coverage_penalty", "greedy_search", "length_penalty", "sampling_search", "tile_beams"]
+import importlib
+
+_WHERE = {
+    "beam_search": "beam", "coverage_penalty": "beam", "length_penalty": "beam",
+    "tile_beams": "beam", "greedy_search": "greedy", "sampling_search": "sampling",
+    "search": "model_search", "score_ids": "model_search",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'seqtasks.decoding' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"seqtasks.decoding.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

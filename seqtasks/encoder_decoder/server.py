@@ -5,7 +5,7 @@ tasks is how a request's input becomes the model's input, which a reader
 says: `text_reader` tokenizes texts (toy; translation's splits them into
 sentences first), the captioner's `image_reader`
 (`seqtasks.tasks.captioning.serving`) decodes images and runs the backbone.
-Every signature decodes through `seq2seq_common.search`.
+Every signature decodes through `seqtasks.decoding.search`.
 """
 
 from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
@@ -19,7 +19,8 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     `[None, n_best]`. `serving_signatures()` names every signature the
     export holds: `serve` as `serving_default`; `with_settings`, which also
     takes the decoding settings (`seqtasks.encoder_decoder.settings_inputs`) and
-    always returns the n-best outputs; `with_prefix`, the same with a
+    always returns the n-best outputs (the module keeps the recipe's settings,
+    `decoding_defaults`, for the clients that send some); `with_prefix`, the same with a
     `prefix` text per input that every output starts with (the search
     continues it); `score`, which takes a `target` text
     per input and returns its length-normalised `score` (as the searches
@@ -53,19 +54,26 @@ def make_server(model, reader, tokenizer, output_name, decoding):
     """
     import tensorflow as tf
 
+    from seqtasks.decoding.model_search import score_ids, search
+    from seqtasks.encoder_decoder.decoding import make_decode
     from seqtasks.encoder_decoder.settings_inputs import (
+        DEFAULTS_ATTRIBUTE,
+        defaults_variable,
+        read_settings,
+        settings_specs,
+    )
+    from seqtasks.export.signatures import (
         ATTENTION_SIGNATURE,
         PREFIX_SIGNATURE,
         SCORE_SIGNATURE,
         SETTINGS_SIGNATURE,
-        read_settings,
-        settings_specs,
     )
-    from seqtasks.encoder_decoder.decoding import Sampling, make_decode, score_ids, search
 
     attends = getattr(model.decoder_layer, "attention", "none") != "none"
-    n_best = decoding.n_best if decoding.n_best > 1 else None
-    decode = make_decode(model, decoding, n_best)
+    # The recipe's settings, kept by the export: a client that sends some gets the rest from it.
+    kept_settings = defaults_variable(decoding)
+    # With the recipe's n_best above 1, `serve` returns the lists too.
+    decode = make_decode(model, decoding, lists=decoding.n_best > 1)
     prefix_spec = tf.TensorSpec([None], tf.string, name="prefix")
 
     def split(value, prefix=None):
@@ -82,17 +90,13 @@ def make_server(model, reader, tokenizer, output_name, decoding):
         return inputs, count, blank, ids, lengths, scores
 
     def search_as_requested(value, prefix, *settings):
-        (width, kept, length, penalty, coverage, ngram, samples, temperature, top_k, top_p,
-         seed) = read_settings(*settings, attends=attends)
+        settings = read_settings(*settings, attends=attends)
         parts, prefix, join = split(value, prefix)
         inputs, count, blank = reader.read(parts)
         # An empty prefix forces nothing: `with_settings` is `with_prefix` with "" for every input.
         forced = target_ids(tokenizer, prefix, tf.shape(inputs)[0], end=False)
-        ids, _, scores = search(
-            model, inputs, width, length, penalty, kept, coverage, ngram,
-            Sampling(samples, temperature, top_k, top_p, seed), prefix=forced,
-        )
-        return serving_outputs(tokenizer, ids[:count], scores[:count], output_name, "any", blank, join)
+        ids, _, scores = search(model, inputs, settings, prefix=forced, lists=True)
+        return serving_outputs(tokenizer, ids[:count], scores[:count], output_name, blank, join)
 
     recipe_search = tf.function(search_as_recipe, input_signature=[reader.spec], autograph=False)
     requested_search = tf.function(
@@ -105,6 +109,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
             self.model = model
             self.reader = reader
             self.tokenizer = tokenizer
+            setattr(self, DEFAULTS_ATTRIBUTE, kept_settings)
             # Only then: saving traces every tf.function a module holds.
             if attends:
                 self.attention = tf.function(self._attention, input_signature=[reader.spec], autograph=False)
@@ -113,9 +118,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
         def serve(self, value):
             parts, _, join = split(value)
             _, count, blank, ids, _, scores = recipe_search(parts)
-            return serving_outputs(
-                self.tokenizer, ids[:count], scores[:count], output_name, n_best or 1, blank, join
-            )
+            return serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, blank, join)
 
         @tf.function(input_signature=[reader.spec, *settings_specs()], autograph=False)
         def serve_with_settings(self, value, *settings):
@@ -142,10 +145,10 @@ def make_server(model, reader, tokenizer, output_name, decoding):
 
         def _attention(self, value):
             inputs, count, blank, ids, lengths, scores = recipe_search(value)
-            if n_best is not None:  # the n-best lists' best, as `serve` answers it
+            if len(ids.shape) == 3:  # the n-best lists' best, as `serve` answers it
                 ids, lengths, scores = ids[:, 0], lengths[:, 0], scores[:, 0]
             ids, scores, weights, mask = decoded_attention(self.model, (ids, lengths, scores), inputs, blank)
-            outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, 1, blank)
+            outputs = serving_outputs(self.tokenizer, ids[:count], scores[:count], output_name, blank)
             tokens = token_strings(self.tokenizer, ids, mask)
             extra = self.reader.attention_outputs(inputs, tokens, tf.where(mask[:, :, None], weights, 0.0), mask)
             outputs.update({key: value[:count] for key, value in extra.items()})
@@ -166,7 +169,7 @@ def target_ids(tokenizer, target, rows, end=True):
     (unless not `end`: a prefix); `PAD_ID` after, and in the rows past the texts (a reader may pad its batch)."""
     import tensorflow as tf
 
-    from seqtasks.recipe.schema import MAX_DECODE_LENGTH
+    from seqtasks.decoding.settings import MAX_DECODE_LENGTH
     from seqtasks.export.serving_limits import cut_text
 
     tokens = tokenizer.tokenize(cut_text(target, MAX_DECODE_LENGTH))[:, : MAX_DECODE_LENGTH - 1]
@@ -327,10 +330,9 @@ def token_strings(tokenizer, ids, mask):
     return tf.where(mask, strings, "")
 
 
-def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None, join=None):
-    """An export's outputs from decoded `ids`: `output_name` and `score`, and with `n_best` > 1
-    also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first. `n_best="any"`: `ids`
-    has an n-best axis of any size (`with_settings`).
+def serving_outputs(tokenizer, ids, scores, output_name, blank=None, join=None):
+    """An export's outputs from decoded `ids`: `output_name` and `score`; from n-best lists (`ids`
+    `[batch, n_best, time]`, of any n_best) also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first.
 
     Rows where `blank` is true get empty texts and a score of 0.0. A reader's
     `join` (see `make_server`), when given, then makes the rows' texts and
@@ -338,16 +340,17 @@ def serving_outputs(tokenizer, ids, scores, output_name, n_best, blank=None, joi
     """
     import tensorflow as tf
 
-    if n_best == 1:
+    lists = len(ids.shape) == 3
+    if not lists:
         texts = tokenizer.detokenize(ids)
     else:
         texts = tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
         texts = tf.reshape(texts, [-1, tf.shape(ids)[1]])
     if blank is not None:
-        rows = blank if n_best == 1 else blank[:, None]
+        rows = blank[:, None] if lists else blank
         texts, scores = tf.where(rows, "", texts), tf.where(rows, tf.zeros_like(scores), scores)
     if join is not None:
         texts, scores = join(texts, scores)
-    if n_best == 1:
+    if not lists:
         return {output_name: texts, "score": scores}
     return {output_name: texts[:, 0], "score": scores[:, 0], output_name + "s": texts, "scores": scores}

@@ -10,6 +10,7 @@ import dataclasses
 import json
 
 from seqtasks import __version__
+from seqtasks.export.signatures import ATTENTION_SIGNATURE, PREFIX_SIGNATURE, SCORE_SIGNATURE, SETTINGS_SIGNATURE
 from seqtasks.recipe import dump_recipe
 from seqtasks.recipe.task_table import TASKS
 
@@ -96,13 +97,12 @@ def audit_files(recipe, signature, source, input_limits, metrics=None, metrics_r
 
 
 _SIGNATURES = {
-    "with_settings": "the same outputs, decoded with the inputs `beam_width`, `n_best`, `max_length`, "
-    "`length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`, `num_samples`, `temperature`, `top_k`, `top_p` "
-    "and `seed` (one value each, `[None]` shaped) instead of the recipe's",
-    "attention": "the tokens read and written and the attention weights over them",
-    "with_prefix": "the outputs of `with_settings` given a `prefix` text per input, which every output starts "
+    SETTINGS_SIGNATURE: "the same outputs, decoded with the decoding settings (below) as inputs, one value each, "
+    "`[None]` shaped, instead of this export's own",
+    ATTENTION_SIGNATURE: "the tokens read and written and the attention weights over them",
+    PREFIX_SIGNATURE: "the outputs of `with_settings` given a `prefix` text per input, which every output starts "
     "with (forced; the search continues it)",
-    "score": "given a `target` text per input, the log-probability the model gives it (`log_prob`), per token "
+    SCORE_SIGNATURE: "given a `target` text per input, the log-probability the model gives it (`log_prob`), per token "
     "(`target_tokens`, `token_log_probs`) and length-normalised as the search scores (`score`)",
 }
 
@@ -153,6 +153,7 @@ def model_card(
         + ("the bytes of a JPEG, PNG or BMP file." if spec.binary_input else "UTF-8 text."),
         "",
         *_other_signatures(signature),
+        *_decoding(recipe, signature),
         "## Scores",
         "",
         *_scores(recipe, metrics, source, metrics_recipe_differs),
@@ -168,6 +169,22 @@ def model_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def _decoding(recipe, signature):
+    """The decoding settings' table: this export's own values (`decoding_defaults`), the bounds a request may ask."""
+    from seqtasks.decoding.settings import SETTINGS
+
+    decoding = getattr(getattr(recipe, "model", None), "decoding", None)
+    if decoding is None or SETTINGS_SIGNATURE not in signature.get("signatures", []):
+        return []
+    lines = ["## Decoding settings", "",
+             "`serving_default` decodes with this export's own values, which it keeps (`decoding_defaults`); "
+             "`with_settings` and `with_prefix` take each as an input.", "",
+             "| setting | dtype | this export's | bounds | meaning |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{s.name}` | {s.dtype} | {getattr(decoding, s.name)} | {s.low}..{s.high} | {s.meaning} |"
+              for s in SETTINGS]
+    return [*lines, ""]
 
 
 def _checkpoint(source):

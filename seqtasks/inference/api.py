@@ -165,10 +165,9 @@ class SeqtasksModel:
         return results[0] if single else results
 
     def translate(self, texts, batch_size=64, attention=False, prefix=None, **settings):
-        """`Translation`s of `texts`; `settings` (any of `seqtasks.encoder_decoder.settings_inputs.SETTINGS`:
-        `beam_width`, `n_best`, `max_length`, `length_penalty`, `coverage_penalty`, `no_repeat_ngram_size`,
-        `num_samples`, `temperature`, `top_k`, `top_p`, `seed`) replace the recipe's `model.decoding` ones
-        for this call (the export's `with_settings` signature); those left out are the recipe's.
+        """`Translation`s of `texts`; `settings` (any of the decoding settings declared in
+        `seqtasks.decoding.settings`, e.g. `beam_width=5`) replace the export's own (the recipe's
+        `model.decoding`) for this call (its `with_settings` signature); those left out are the export's.
 
         With `attention`, each result also holds the subwords and the weights
         of the recipe's own decoding (a model without attention cannot).
@@ -195,7 +194,7 @@ class SeqtasksModel:
         and `grid` `[h, w]`. A model without attention (NER, `attention:
         none`, pooling other than attention) raises `SeqtasksError`.
         """
-        from seqtasks.encoder_decoder.settings_inputs import ATTENTION_SIGNATURE
+        from seqtasks.export.signatures import ATTENTION_SIGNATURE
 
         if ATTENTION_SIGNATURE not in self._predictor.signature_names:
             raise SeqtasksError(f"{self.path}: this {self.task} model has no attention weights to show")
@@ -214,7 +213,7 @@ class SeqtasksModel:
         texts, as many; each target is tokenized as the model writes, and
         the end token is scored after it. The `score` signature of the export.
         """
-        from seqtasks.encoder_decoder.settings_inputs import SCORE_SIGNATURE
+        from seqtasks.export.signatures import SCORE_SIGNATURE
 
         if SCORE_SIGNATURE not in self._predictor.signature_names:
             if self.spec.n_best_outputs():
@@ -324,7 +323,8 @@ class SeqtasksModel:
         return self._predictor.run(name, inputs)
 
     def _batches(self, items, batch_size, settings=None, prefix=None):
-        from seqtasks.encoder_decoder.settings_inputs import PREFIX_SIGNATURE, SETTINGS, SETTINGS_SIGNATURE
+        from seqtasks.decoding.settings import NAMES, problems
+        from seqtasks.export.signatures import ATTENTION_SIGNATURE, PREFIX_SIGNATURE, SETTINGS_SIGNATURE
 
         settings = {key: value for key, value in (settings or {}).items() if value is not None}
         prefixes = None
@@ -335,19 +335,23 @@ class SeqtasksModel:
             if len(prefixes) != len(items) or not all(isinstance(text, str) for text in prefixes):
                 raise SeqtasksError(f"prefix: expected a string, or one per input ({len(items)})")
             settings = {**self.decoding_defaults(), **settings}
-        unknown = sorted(set(settings) - set(SETTINGS))
+        unknown = sorted(set(settings) - set(NAMES))
         if unknown:
-            raise SeqtasksError(f"{unknown[0]}: not a decoding setting; expected some of {list(SETTINGS)}")
+            raise SeqtasksError(f"{unknown[0]}: not a decoding setting; expected some of {list(NAMES)}")
         if settings and SETTINGS_SIGNATURE not in self._predictor.signature_names:
             raise SeqtasksError(f"{self.path}: this export takes no decoding settings (export it again to add them)")
         if settings:
             accepted = self.settings_accepted()
-            missing = [key for key in SETTINGS if key in settings and key not in accepted]
+            missing = [key for key in NAMES if key in settings and key not in accepted]
             if missing:
                 raise SeqtasksError(f"{missing[0]}: this export takes only the settings {list(accepted)} "
                                     "(it was made before the others existed; export it again to add them)")
-            defaults = self.decoding_defaults()
-            settings = {key: settings.get(key, defaults[key]) for key in accepted}
+            settings = {**self.decoding_defaults(), **settings}
+            # Checked here as the graph checks them, before a value too large for its dtype reaches a tensor.
+            wrong = problems(settings, attends=ATTENTION_SIGNATURE in self._predictor.signature_names)
+            if wrong:
+                raise SeqtasksError(wrong[0][1])
+            settings = {key: settings[key] for key in accepted}
         for start in range(0, len(items), _positive(batch_size)):
             batch = items[start : start + batch_size]
             if not settings:
@@ -362,21 +366,27 @@ class SeqtasksModel:
                 yield self._predictor.run(PREFIX_SIGNATURE, inputs), len(batch)
 
     def settings_accepted(self):
-        """The decoding settings the `with_settings` signature takes, in `SETTINGS` order (older exports: four)."""
-        from seqtasks.encoder_decoder.settings_inputs import SETTINGS, SETTINGS_SIGNATURE
+        """The decoding settings the `with_settings` signature takes, in declaration order (older exports: four)."""
+        from seqtasks.decoding.settings import NAMES
+        from seqtasks.export.signatures import SETTINGS_SIGNATURE
 
         inputs = self.signatures().get(SETTINGS_SIGNATURE, {}).get("inputs", {})
-        return tuple(key for key in SETTINGS if key in inputs)
+        return tuple(key for key in NAMES if key in inputs)
 
     def decoding_defaults(self):
-        """The recipe's `model.decoding` settings that `with_settings` takes (every one in `SETTINGS`)."""
-        from seqtasks.encoder_decoder.settings_inputs import SETTINGS
+        """Every decoding setting's value when a call leaves it out: the export's own (the recipe's `model.decoding`,
+        kept in the SavedModel; an export made before it kept them: its `recipe.yaml`'s)."""
+        from seqtasks.decoding.settings import values_of
+        from seqtasks.encoder_decoder.settings_inputs import DEFAULTS_ATTRIBUTE, read_defaults
 
+        kept = getattr(self._predictor.loaded, DEFAULTS_ATTRIBUTE, None) if self._runner is None else None
+        if kept is not None:
+            return values_of(read_defaults(kept))
         recipe = self.recipe()
         decoding = getattr(getattr(recipe, "model", None), "decoding", None)
         if decoding is None:
             raise SeqtasksError(f"{self.path}: a {self.task} model has no decoding settings")
-        return {key: getattr(decoding, key) for key in SETTINGS}
+        return values_of(decoding)
 
     def label_names(self):
         """A classifier's class names in the order of its `probabilities`; None for other tasks."""

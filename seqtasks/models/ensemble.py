@@ -26,14 +26,14 @@ class Ensemble(keras.Model):
 
     >>> import numpy as np
     >>> from seqtasks.models import Seq2Seq
-    >>> from seqtasks.encoder_decoder.decoding import search
+    >>> from seqtasks.decoding import search
     >>> first, second = (Seq2Seq(12, 10, embedding_dim=8, encoder={"units": 8}, decoder={"units": 8})
     ...                  for _ in range(2))
     >>> source, target = np.array([[4, 5, 6]]), np.array([[2, 7]])
     >>> ensemble = Ensemble([first, second])
     >>> tuple(ensemble((source, target)).shape)  # builds the members
     (1, 2, 10)
-    >>> ids, lengths, scores = search(ensemble, source, beam_width=3, max_length=5)
+    >>> ids, lengths, scores = search(ensemble, source, {"beam_width": 3, "max_length": 5})
     >>> tuple(ids.shape), tuple(scores.shape)
     ((1, 5), (1,))
 

@@ -3,10 +3,9 @@ import dataclasses
 import keras
 from keras import ops
 
-from seqtasks.training.distribute import replicas_in_step
 from seqtasks.layers import CRF, CharacterCNN, SelfAttentionBlock, StackedRNN
 from seqtasks.layers.crf import check_constraints, constraint_scores, viterbi_decode
-from seqtasks.training.losses import replica_share
+from seqtasks.training.losses import ReplicaAware, replica_share
 from seqtasks.text.special_ids import PAD_ID, UNK_ID
 
 # As many as `seqtasks.text.token_features` gives (TensorFlow code, kept out of the models).
@@ -14,7 +13,7 @@ CASING_CLASSES = 6
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
-class SequenceTagger(keras.Model):
+class SequenceTagger(ReplicaAware, keras.Model):
     """Per-token tags from word, character and casing features, a bidirectional RNN and a CRF.
 
     Each word is its embedding, a `CharacterCNN` vector of its spelling and a
@@ -64,7 +63,9 @@ class SequenceTagger(keras.Model):
         probability of each segment (entity span) of a tag path. The model
         computes its own loss (`compute_loss`): the CRF's negative
         log-likelihood, or the softmax cross-entropy over real tokens;
-        compile it with no `loss`.
+        compile it with no `loss`, and under a distribution strategy give it
+        the strategy's replicas, `use_replicas(seqtasks.training.distribute.STEP_REPLICAS)`
+        (`ReplicaAware`).
     """
 
     def __init__(
@@ -279,23 +280,23 @@ class SequenceTagger(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mask = ops.not_equal(ops.cast(x["words"], "int32"), PAD_ID)
-        # On several replicas each mean is weighted by the replica's share of the sentences or
-        # tokens, and divided by the replica count as Keras losses are, since the replicas'
-        # gradients are summed: the step then averages over the whole global batch.
+        # On several replicas (those `use_replicas` gave) each mean is weighted by the replica's share of
+        # the sentences or tokens, and divided by the replica count as Keras losses are, since the
+        # replicas' gradients are summed: the step then averages over the whole global batch.
         if self.crf is not None:
             log_likelihood = self.crf.log_likelihood(y_pred, y, mask)
             # A replica can get no sentence of an odd global batch: its share is 0, not a mean of nothing.
             count = ops.cast(ops.shape(log_likelihood)[0], "float32")
-            loss = -ops.sum(log_likelihood) / ops.maximum(count, 1.0) * replica_share(count)
+            loss = -ops.sum(log_likelihood) / ops.maximum(count, 1.0) * replica_share(count, self.replicas)
         else:
             weights = ops.cast(mask, "float32")
             per_token = keras.losses.sparse_categorical_crossentropy(y, ops.cast(y_pred, "float32"), from_logits=True)
             count = ops.sum(weights)
-            loss = ops.sum(per_token * weights) / ops.maximum(count, 1.0) * replica_share(count)
+            loss = ops.sum(per_token * weights) / ops.maximum(count, 1.0) * replica_share(count, self.replicas)
         losses = self.losses
         if losses:
             loss = loss + ops.sum(losses)
-        return loss / replicas_in_step()
+        return loss / self.replicas.count()
 
     def get_config(self):
         config = super().get_config()

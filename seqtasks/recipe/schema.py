@@ -8,32 +8,23 @@ cross-field problems as `(relative dotted path, message)` pairs. Every field's
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal, Optional
 
+from seqtasks.decoding import settings as decoding_settings
 from seqtasks.text.pretokenizers import PRETOKENIZERS
 from seqtasks.text.special_ids import SMALLEST_SENTENCEPIECE_VOCAB
+from seqtasks.utils.bounds import MAX_SEED, MAX_VOCAB
 
 # Upper bounds of the integer fields, far above what a recipe needs: a slip (three
 # zeros too many) is an error when the recipe is loaded, not a crash mid-run.
-MAX_SEED = 2**32 - 1  # NumPy's and TensorFlow's seeds are 32-bit
 MAX_SIZE = 65_536  # embeddings, units, filters
 MAX_LAYERS = 64
 MAX_LENGTH = 10_000  # tokens or subwords of a sequence
 MAX_EXAMPLES = 10_000_000
-MAX_VOCAB = 1_000_000
 MAX_BATCH = 1_048_576
 MAX_EPOCHS = 100_000
 MAX_COLUMN = 1_000
-# Decoding bounds, the same for a recipe's `model.decoding` and an export's `with_settings` inputs: a
-# search holds batch x beam x length hypotheses, and beams much wider than 10 seldom help translation
-# (Koehn and Knowles 2017) while costing as much again.
-MAX_BEAM_WIDTH = 16
-MAX_DECODE_LENGTH = 256
-MAX_LENGTH_PENALTY = 10.0
-MAX_COVERAGE_PENALTY = 10.0
-MAX_NGRAM_SIZE = 10  # seqtasks.decoding.beam_search.NGRAM_LIMIT: one exported graph blocks any n up to it
-MAX_TEMPERATURE = 100.0
 
 
 def spec(default, doc, **bounds):
@@ -139,62 +130,19 @@ class DecoderConfig:
         return problems
 
 
-@dataclass
-class DecodingConfig:
-    beam_width: int = spec(1, "Hypotheses kept per step; 1 is greedy search.", min=1, max=MAX_BEAM_WIDTH)
-    length_penalty: float = spec(
-        0.0,
-        "GNMT length penalty exponent alpha (0: none); the length leaves out the end token, as in GNMT.",
-        min=0.0,
-        max=MAX_LENGTH_PENALTY,
-    )
-    max_length: int = spec(50, "Most tokens a decoded output may have.", min=1, max=MAX_DECODE_LENGTH)
-    n_best: int = spec(
-        1,
-        "Hypotheses the export returns per input, best first, beside the best one (beam search keeps at most "
-        "beam_width, sampling draws num_samples); `seqtasks predict --n-best K` shows them.",
-        min=1,
-        max=MAX_BEAM_WIDTH,
-    )
-    coverage_penalty: float = spec(
-        0.0,
-        "GNMT coverage penalty beta (0: none): an ended hypothesis adds beta * sum over source positions of "
-        "log(min(attention summed over its steps, 1)), so outputs that leave source words unread rank lower.",
-        min=0.0,
-        max=MAX_COVERAGE_PENALTY,
-    )
-    no_repeat_ngram_size: int = spec(
-        0, "Beam search never repeats an n-gram of this size within an output (0: no blocking).", min=0,
-        max=MAX_NGRAM_SIZE,
-    )
-    num_samples: int = spec(
-        0,
-        "Outputs drawn at random per input instead of searching (0: search); they come back best first.",
-        min=0,
-        max=MAX_BEAM_WIDTH,
-    )
-    temperature: float = spec(
-        1.0, "Sampling: logits are divided by it (below 1 sharper, above 1 flatter).", min=0.01, max=MAX_TEMPERATURE
-    )
-    top_k: int = spec(0, "Sampling: draw among the k most probable tokens only (0: all).", min=0, max=MAX_VOCAB)
-    top_p: float = spec(
-        1.0, "Sampling: draw among the fewest most probable tokens whose probability reaches top_p (nucleus).",
-        min=0.01, max=1.0,
-    )
-    seed: int = spec(
-        0, "Sampling: the same seed gives an input the same samples, in any batch.", min=0, max=MAX_SEED
-    )
+def _check_decoding(self):
+    return [(name, message.removeprefix(f"{name}: ")) for name, message in decoding_settings.relation_problems(vars(self))]
 
-    def check(self):
-        problems = []
-        if self.num_samples and self.n_best > self.num_samples:
-            problems.append(("n_best", f"must not exceed num_samples ({self.num_samples}); got {self.n_best}"))
-        elif not self.num_samples and self.n_best > self.beam_width:
-            problems.append(("n_best", f"must not exceed beam_width ({self.beam_width}); got {self.n_best}"))
-        for name in ("coverage_penalty", "no_repeat_ngram_size"):
-            if self.num_samples and getattr(self, name):
-                problems.append((name, f"a beam search preference; num_samples {self.num_samples} samples instead"))
-        return problems
+
+# Made from the settings' one declaration: a field per setting, its bounds, its meaning, its rules.
+DecodingConfig = make_dataclass(
+    "DecodingConfig",
+    [
+        (setting.name, setting.python_type, spec(setting.default, setting.meaning, min=setting.low, max=setting.high))
+        for setting in decoding_settings.SETTINGS
+    ],
+    namespace={"check": _check_decoding, "__module__": __name__},
+)
 
 
 @dataclass
@@ -220,10 +168,10 @@ class Seq2SeqModelConfig:
                 )
             if self.decoder.placement != "after":
                 problems.append(("decoder.placement", "attention type 'none' has no attention to place; leave it 'after'"))
-            if self.decoding.coverage_penalty:
-                problems.append(
-                    ("decoding.coverage_penalty", "weighs the attention over the source; attention type 'none' has none")
-                )
+            for setting in decoding_settings.SETTINGS:
+                if setting.needs_attention and getattr(self.decoding, setting.name) != setting.default:
+                    problems.append((f"decoding.{setting.name}", "reads the attention over the source; attention type "
+                                     f"'none' has none: expected {setting.default}"))
         elif self.decoder.summary_input:
             problems.append(
                 ("decoder.summary_input", "feeds the encoder's final state in place of attention; needs attention.type 'none'")

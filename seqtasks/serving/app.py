@@ -5,7 +5,8 @@
 - `POST /v1/models/NAME[/versions/N]:predict`: TensorFlow Serving's predict;
 - `POST /v1/models/NAME[/versions/N]:attention` (seqtasks' own): tokens and
   attention weights, per input, for the page;
-- `GET /healthz` (503 unless every model answers a probe in time),
+- `GET /healthz`: each model's work, without waiting on a busy one (503
+  when one is stuck, or an idle one fails its probe; `seqtasks.serving.health`),
   `GET /seqtasks/models` (what the page shows), `GET /` and `/static/*`.
 
 Every answer is JSON `{"error": message}` on failure (at most
@@ -96,7 +97,7 @@ def make_app(served, limits, capacity=Capacity(), allowed_hosts=(), log=print, l
             capacity.max_queued,
             on_call,
         )
-        model.health = Health(model, capacity.health_timeout_s)
+        model.health = Health(model, capacity.health_timeout_s, capacity.request_timeout_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -148,7 +149,7 @@ def make_app(served, limits, capacity=Capacity(), allowed_hosts=(), log=print, l
 
     async def _attention(request, model, raw):
         from seqtasks.inference.api import attention_rows
-        from seqtasks.encoder_decoder.settings_inputs import ATTENTION_SIGNATURE
+        from seqtasks.export.signatures import ATTENTION_SIGNATURE
 
         if ATTENTION_SIGNATURE not in model.signatures:
             raise BadRequest(f"a {model.model.task} model {model.name!r} has no attention weights")
@@ -159,16 +160,20 @@ def make_app(served, limits, capacity=Capacity(), allowed_hosts=(), log=print, l
         return {"attention": [_attention_json(row) for row in attention_rows(outputs)]}
 
     async def health(request):
-        failures = []
-        for model in served.values():
-            try:
-                await model.health.check()
-            except Unhealthy as failure:
-                failures.append(str(failure))
+        names = sorted(served)
+        checks = await asyncio.gather(*(served[name].health.check() for name in names), return_exceptions=True)
+        failures, work = [], {}
+        for name, check in zip(names, checks):
+            if isinstance(check, Unhealthy):
+                failures.append(str(check))
+                check = check.report
+            elif isinstance(check, BaseException):
+                raise check
+            work[name] = check
         if failures:
-            payload = {"status": "unavailable", "models": sorted(served), "error": _bounded("; ".join(failures))}
+            payload = {"status": "unavailable", "models": names, "work": work, "error": _bounded("; ".join(failures))}
             return JSONResponse(payload, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-        return JSONResponse({"status": "ok", "models": sorted(served)})
+        return JSONResponse({"status": "ok", "models": names, "work": work})
 
     async def listing(request):
         return JSONResponse({"models": [_describe(model, limits) for model in served.values()]})
@@ -366,20 +371,15 @@ def _attention_json(row):
 
 
 def _describe(model, limits):
-    from seqtasks.encoder_decoder.settings_inputs import (
-        ATTENTION_SIGNATURE,
-        MAX_BEAM_WIDTH,
-        MAX_DECODE_LENGTH,
-        PREFIX_SIGNATURE,
-        SETTINGS_SIGNATURE,
-    )
+    from seqtasks.decoding.settings import as_json
+    from seqtasks.export.signatures import ATTENTION_SIGNATURE, PREFIX_SIGNATURE, SETTINGS_SIGNATURE
 
-    settings = None
+    settings = fields = None
     if SETTINGS_SIGNATURE in model.signatures:
-        # The settings this export takes (older ones: four), with the recipe's values.
+        # The settings this export takes (older ones: four), with its own values, and the page's controls for them.
         accepted = model.model.settings_accepted()
-        defaults = {key: value for key, value in model.model.decoding_defaults().items() if key in accepted}
-        settings = {**defaults, "max_beam_width": MAX_BEAM_WIDTH, "max_max_length": MAX_DECODE_LENGTH}
+        settings = {key: value for key, value in model.model.decoding_defaults().items() if key in accepted}
+        fields = as_json(accepted, attends=ATTENTION_SIGNATURE in model.signatures)
     return {
         "name": model.name,
         "version": model.version,
@@ -390,5 +390,6 @@ def _describe(model, limits):
         "attention": ATTENTION_SIGNATURE in model.signatures,
         "labels": model.model.label_names(),
         "settings": settings,
+        "setting_fields": fields,
         "limits": limits.as_json(),
     }

@@ -1,27 +1,37 @@
-"""Concurrent requests to one model, merged into batches, in a bounded queue, run on the model's own thread.
+"""Concurrent requests to one model, served a model call at a time from a bounded queue, on the model's own thread.
 
-A request joins a batch only with requests for the same signature and the
+A request joins a call only with requests for the same signature and the
 same values of every other input (the decoding settings), and only where
 merging cannot change its answer: where every output has one row per
 example and no axis sized by the batch's longest input (NER's padded tokens
-are, so NER requests run one by one). A request of more examples than a
-batch holds runs as several calls, one after the other, whose outputs are
-joined (padded to the longest where an axis follows the inputs).
+are, so NER requests run one by one).
+
+A model call takes at most `max_batch_size` examples. A request of more runs
+as several calls, one piece of it at a time: after each piece it goes back
+to the end of the queue, so the requests that came meanwhile, and the pieces
+of other large requests, take their turn first (round-robin between
+requests). A small request sent while a large one runs therefore waits for
+the call that is running, not for the whole large request. The pieces'
+outputs are joined (padded to the longest where an axis follows the inputs)
+into one answer.
 
 At most `max_queued` requests wait (`QueueFull` beyond); a request whose
 future is cancelled (its client left, or its deadline passed) is dropped
-from the queue, and its answer discarded if its call had started. Each
-model runs one call at a time on its own daemon thread, so TensorFlow's
-threads are not shared between calls and a stuck call cannot keep the
-process from exiting.
+from the queue, its remaining pieces never run, and its answer is discarded
+if its call had started. Each model runs one call at a time on its own
+daemon thread, so TensorFlow's threads are not shared between calls and a
+stuck call cannot keep the process from exiting. `Batcher.progress` says,
+without waiting on the model, whether it has work and how long ago a call
+last finished (`/healthz`, `seqtasks.serving.health`).
 """
 
 import asyncio
 import collections
+import itertools
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,12 +40,24 @@ class QueueFull(Exception):
     """The model's queue holds `max_queued` requests: answered 503 with `Retry-After`."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job:
+    """One request: its inputs, its future, and how far its calls have got."""
+
     signature: str
     columns: dict
     future: asyncio.Future
     rows: int
+    key: object = None  # what it merges on (`Batcher._key`); None: it runs alone
+    probe: bool = False  # a health probe, not a client's request
+    done: int = 0  # rows answered by the calls so far
+    parts: list = field(default_factory=list)  # those calls' outputs, its rows only
+    examples: int = 0  # most examples one of those calls had
+    waited: bool = False  # it has been in a batch window that closed: it waits for company no more
+
+    def piece(self, most):
+        """Rows of its next call."""
+        return min(self.rows - self.done, most)
 
 
 class ModelThread:
@@ -44,6 +66,7 @@ class ModelThread:
     def __init__(self, name="seqtasks-model"):
         self._calls = queue.SimpleQueue()
         self.started_at = None  # `time.monotonic()` when the running call began; None when idle
+        self.finished_at = None  # `time.monotonic()` when the last call ended; None before the first
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
@@ -73,6 +96,7 @@ class ModelThread:
             except Exception as error:  # the caller's to report
                 settle = (future.set_exception, error)
             finally:
+                self.finished_at = time.monotonic()
                 self.started_at = None
             try:
                 loop.call_soon_threadsafe(_settle, future, *settle)
@@ -86,14 +110,15 @@ def _settle(future, setter, value):
 
 
 class Batcher:
-    """Runs `run(signature, columns) -> outputs` for queued requests, batch by batch.
+    """Runs `run(signature, columns) -> outputs` for queued requests, one model call at a time.
 
     Args:
         run: the model's call, `SeqtasksModel.run_signature`.
         batch_input: the input that examples are stacked along (`text`, `image`).
         mergeable: the signature names whose requests may be merged.
-        max_batch_size: most examples in one call.
-        timeout_seconds: how long the first mergeable request of a batch
+        max_batch_size: most examples in one call; a request of more runs
+            as several, taking turns with the other requests.
+        timeout_seconds: how long the first mergeable request of a call
             waits for others.
         max_queued: most requests waiting (health probes are not counted).
         on_call: called with `(signature, examples, requests)` before each
@@ -112,10 +137,12 @@ class Batcher:
         self.thread = None
         self.worker = None
         self.calls = 0
-
-    def start(self):
         self._pending = collections.deque()
         self._probes = collections.deque()
+        self._current = []  # the requests of the call being made (or the one gathering company)
+        self._work_since = None  # `time.monotonic()` since when it has had work; None when idle
+
+    def start(self):
         self._wakeup = asyncio.Event()
         self.thread = ModelThread()
         self.worker = asyncio.get_running_loop().create_task(self._work())
@@ -126,16 +153,37 @@ class Batcher:
             await asyncio.gather(self.worker, return_exceptions=True)
         if self.thread is not None:
             self.thread.stop()
-        for job in list(self._pending) + list(self._probes):
+        for job in itertools.chain(self._pending, self._probes, self._current):
             job.future.cancel()
 
     def queued(self):
-        """Requests waiting for the model, cancelled ones not counted."""
+        """Requests waiting for the model (a large one between its calls too), cancelled ones not counted."""
         return sum(1 for job in self._pending if not job.future.done())
+
+    def progress(self):
+        """The model's work, read without waiting on it: `{"busy", "requests", "call_s", "since_progress_s"}`.
+
+        `busy`: a call runs or requests wait; `requests`: clients' requests
+        queued or in the call being made (probes not counted); `call_s`: how
+        long the running call has run (0 when none); `since_progress_s`: how
+        long ago a call last finished or the model got work, whichever is
+        later (0 when idle): a model that makes progress keeps it under its
+        longest call.
+        """
+        busy = self._work_since is not None
+        jobs = itertools.chain(self._pending, self._current)
+        finished = None if self.thread is None else self.thread.finished_at
+        since = max(self._work_since, finished or self._work_since) if busy else None
+        return {
+            "busy": busy,
+            "requests": sum(1 for job in jobs if not job.probe and not job.future.done()),
+            "call_s": 0.0 if self.thread is None else round(self.thread.busy_seconds(), 3),
+            "since_progress_s": 0.0 if since is None else round(time.monotonic() - since, 3),
+        }
 
     def submit(self, signature, columns, priority=False):
         """A future of `(outputs, examples)`: this request's outputs (NumPy arrays, one row per example) once its
-        calls have run, and how many examples its model call had (its own, and any merged with them).
+        calls have run, and the most examples one of its model calls had (its own, and any merged with them).
 
         Cancel the future to drop the request. Raises `QueueFull` when
         `max_queued` requests wait; a `priority` request (a health probe)
@@ -144,8 +192,11 @@ class Batcher:
         if not priority and self.queued() >= self.max_queued:
             raise QueueFull(f"{self.max_queued} requests are waiting for this model (--max-queued)")
         future = asyncio.get_running_loop().create_future()
-        job = _Job(signature, columns, future, len(columns[self.batch_input]))
+        job = _Job(signature, columns, future, len(columns[self.batch_input]), probe=priority)
+        job.key = self._key(job)
         (self._probes if priority else self._pending).append(job)
+        if self._work_since is None:
+            self._work_since = time.monotonic()
         self._wakeup.set()
         return future
 
@@ -157,54 +208,71 @@ class Batcher:
                     return job
         return None
 
-    async def _next(self, timeout=None):
-        """The next request not cancelled; None if none came within `timeout` seconds."""
-        loop = asyncio.get_running_loop()
-        end = None if timeout is None else loop.time() + timeout
+    async def _next(self):
+        """The next request not cancelled, once there is one."""
         while True:
             job = self._take()
             if job is not None:
                 return job
+            self._work_since = None  # nothing to do, and no call runs: idle
             self._wakeup.clear()
-            if end is None:
-                await self._wakeup.wait()
-                continue
-            left = end - loop.time()
-            if left <= 0:
-                return None
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), left)
-            except asyncio.TimeoutError:
-                return None
+            await self._wakeup.wait()
+
+    async def _company(self, timeout):
+        """Whether a request came within `timeout` seconds."""
+        if timeout <= 0:
+            return False
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def _work(self):
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._next()]
-            if self._key(batch[0]) is not None:
+            first = await self._next()
+            self._current = [first]
+            if first.key is not None and not first.waited:
                 deadline = loop.time() + self.timeout_seconds
-                while sum(job.rows for job in batch) < self.max_batch_size:
-                    # Requests that queued while the last batch ran join at once: the window may be spent already.
-                    job = await self._next(deadline - loop.time())
-                    if job is None:
-                        break
-                    batch.append(job)
-            for group in self._groups(batch):
-                await self._run_group(group)
+                # Requests that queued while the last call ran join at once: the window may be spent already.
+                while self._window(first)[1] < self.max_batch_size and await self._company(deadline - loop.time()):
+                    pass
+            await self._run(self._gather(first))
+            self._current = []
 
-    def _groups(self, batch):
-        """`batch` split into the calls it runs as: mergeable requests together, up to `max_batch_size` each."""
-        groups, open_groups = [], {}
-        for job in batch:
-            key = self._key(job)
-            group = open_groups.get(key) if key is not None else None
-            if group is None or sum(item.rows for item in group) + job.rows > self.max_batch_size:
-                group = []
-                groups.append(group)
-                if key is not None:
-                    open_groups[key] = group
-            group.append(job)
-        return groups
+    def _window(self, first):
+        """The queued requests that share `first`'s batch window, in queue order, and the examples the window holds:
+        those that came before it held `max_batch_size`."""
+        jobs, rows = [], first.piece(self.max_batch_size)
+        for queue_, job in itertools.chain(((self._probes, job) for job in self._probes),
+                                           ((self._pending, job) for job in self._pending)):
+            if rows >= self.max_batch_size:
+                break
+            if not job.future.done():
+                jobs.append((queue_, job))
+                rows += job.piece(self.max_batch_size)
+        return jobs, rows
+
+    def _gather(self, first):
+        """`first`'s next call: `[(request, rows)]`, with the requests of its window that merge with it and fit.
+
+        Those are taken from the queue; the window's others keep their places
+        and start a call of their own without waiting again.
+        """
+        window, _ = self._window(first)
+        call = [(first, first.piece(self.max_batch_size))]
+        room = self.max_batch_size - call[0][1]
+        first.waited = True
+        for queue_, job in window:
+            job.waited = True
+            rows = job.piece(self.max_batch_size)
+            if first.key is not None and job.key == first.key and rows <= room:
+                queue_.remove(job)
+                call.append((job, rows))
+                room -= rows
+        return call
 
     def _key(self, job):
         if job.signature not in self.mergeable:
@@ -218,46 +286,63 @@ class Batcher:
             others.append((name, values[0]))
         return job.signature, tuple(others)
 
-    async def _run_group(self, group):
-        group = [job for job in group if not job.future.done()]
-        if not group:
+    def _columns(self, call):
+        """The inputs of one call: a request's rows as it sent them, or merged requests' examples with one value of
+        each setting."""
+        first, rows = call[0]
+        if len(call) == 1:
+            return {
+                name: values[first.done : first.done + rows] if len(values) == first.rows else values
+                for name, values in first.columns.items()
+            }
+        columns = {name: [values[0]] for name, values in first.columns.items() if name != self.batch_input}
+        columns[self.batch_input] = [
+            value for job, rows in call for value in job.columns[self.batch_input][job.done : job.done + rows]
+        ]
+        return columns
+
+    async def _run(self, call):
+        """Makes one model call of `call`'s rows; answers the requests it completes, and sends the others back to
+        the end of the queue for their next piece."""
+        call = [(job, rows) for job, rows in call if not job.future.done()]
+        if not call:
             return
-        first = group[0]
-        columns = {name: list(values) for name, values in first.columns.items()}
-        if len(group) > 1:
-            columns[self.batch_input] = [value for job in group for value in job.columns[self.batch_input]]
-            for name in columns:
-                if name != self.batch_input:
-                    columns[name] = [first.columns[name][0]]
+        self._current = [job for job, _ in call]
+        columns = self._columns(call)
+        first = call[0][0]
         try:
-            outputs = await self._call(first.signature, columns, len(group))
+            outputs = await self._call(first.signature, columns, len(call))
         except Exception as error:
-            if len(group) > 1:  # one request's bad input must not fail the others: each runs alone
-                for job in group:
-                    await self._run_group([job])
+            if len(call) > 1:  # one request's bad input must not fail the others: each runs alone
+                for item in call:
+                    await self._run([item])
                 return
             _settle(first.future, first.future.set_exception, error)
             return
         start, examples = 0, len(columns[self.batch_input])
-        for job in group:
-            rows = {key: value[start : start + job.rows] for key, value in outputs.items()}
-            _settle(job.future, job.future.set_result, (rows, min(examples, self.max_batch_size)))
-            start += job.rows
+        for job, rows in call:
+            job.parts.append({key: value[start : start + rows] for key, value in outputs.items()})
+            job.done += rows
+            job.examples = max(job.examples, examples)
+            start += rows
+            if job.done == job.rows:
+                parts, job.parts = job.parts, []
+                try:
+                    joined = parts[0] if len(parts) == 1 else {key: _join([part[key] for part in parts])
+                                                               for key in parts[0]}
+                except Exception as error:  # outputs that do not join: this request's failure, not the batcher's
+                    _settle(job.future, job.future.set_exception, error)
+                    continue
+                _settle(job.future, job.future.set_result, (joined, job.examples))
+            elif not job.future.done():
+                self._pending.append(job)  # its next piece after the requests that came meanwhile
 
     async def _call(self, signature, columns, requests):
-        """The model's outputs for `columns`, in calls of at most `max_batch_size` examples."""
-        rows = len(columns[self.batch_input])
-        parts = []
-        for start in range(0, rows, self.max_batch_size):
-            piece = {
-                name: values[start : start + self.max_batch_size] if len(values) == rows else values
-                for name, values in columns.items()
-            }
-            self.calls += 1
-            if self.on_call is not None:
-                self.on_call(signature, len(piece[self.batch_input]), requests)
-            parts.append(await self.thread.call(self.run, signature, piece))
-        return parts[0] if len(parts) == 1 else {key: _join([part[key] for part in parts]) for key in parts[0]}
+        """The model's outputs for `columns`: one call on the model's thread."""
+        self.calls += 1
+        if self.on_call is not None:
+            self.on_call(signature, len(columns[self.batch_input]), requests)
+        return await self.thread.call(self.run, signature, columns)
 
 
 def _join(arrays):

@@ -61,18 +61,23 @@ class Capacity:
 
     Attributes:
         max_batch_size: most examples in one model call; a request with more
-            runs as several calls, one after the other.
+            runs as several calls, taking turns with the other requests
+            (back to the end of the queue after each).
         batch_timeout_ms: how long a request waits for others to share its call.
         max_queued: requests waiting for one model; more are answered 503.
         request_timeout_s: longest a request waits for its answer; then 504.
+            Also the bound of a model's progress: one that has work and has
+            finished no call for longer is stuck (`/healthz` answers 503),
+            since no request waiting for it can be answered in time.
         max_concurrent_requests: HTTP requests being handled at once; more are
             answered 503.
         header_timeout_s: how long a connection may take to send a request's
             headers (from its opening, or the end of its last answer); then it
             is closed.
         body_timeout_s: how long a request's body may take; then 408.
-        health_timeout_s: how long `/healthz` waits for each model to answer
-            a one-example request; then 503.
+        health_timeout_s: how long `/healthz` waits for an idle model to
+            answer a one-example request; then 503 (a busy model is judged by
+            its progress, without waiting).
     """
 
     max_batch_size: int = 32

@@ -79,9 +79,9 @@ def load_served(path, named=()):
 
 
 def _with_defaults(model):
-    """The model's signatures; `with_settings` and `with_prefix` get the recipe's settings for the inputs a request
-    leaves out."""
-    from seqtasks.encoder_decoder.settings_inputs import PREFIX_SIGNATURE, SETTINGS_SIGNATURE
+    """The model's signatures; `with_settings` and `with_prefix` get the export's own settings (its recipe's) for the
+    inputs a request leaves out."""
+    from seqtasks.export.signatures import PREFIX_SIGNATURE, SETTINGS_SIGNATURE
 
     signatures = model.signatures()
     for name in (SETTINGS_SIGNATURE, PREFIX_SIGNATURE):

@@ -197,6 +197,26 @@ def mean_over_replicas(value):
     return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, value)
 
 
+class StepReplicas:
+    """The replicas of the step being traced, as a model's loss asks about them (like `losses.OneReplica`).
+
+    Whoever compiles a model for a run passes `STEP_REPLICAS` to the model's
+    `use_replicas` (`ReplicaAware`): `count()` is `replicas_in_step()` and
+    `mean(value)` is `mean_over_replicas(value)`, both read when the step is
+    traced (`count()` is 1 outside a multi-replica step, and under backends
+    other than TensorFlow).
+    """
+
+    def count(self):
+        return replicas_in_step()
+
+    def mean(self, value):
+        return mean_over_replicas(value)
+
+
+STEP_REPLICAS = StepReplicas()
+
+
 def shard_by_data(dataset):
     """Sets data sharding: every worker reads the whole in-memory pipeline and keeps its share of each batch.
 

@@ -40,30 +40,74 @@ class SmoothedSparseCrossentropy(keras.losses.Loss):
         return config
 
 
-def replica_share(count):
+class OneReplica:
+    """The replicas of a training step as a model's loss sees them, for a step on one device.
+
+    A loss that weighs itself across replicas (`replica_share`) asks two
+    things of the step being traced: `count()`, how many replicas run it,
+    and `mean(value)`, a value averaged over them. On one device they are 1
+    and the value itself. A model trained under a distribution strategy is
+    given the runtime's answers instead (`seqtasks.training.distribute.STEP_REPLICAS`,
+    passed to `use_replicas` by whoever compiles it), so the models never
+    import the runtime.
+    """
+
+    def count(self):
+        return 1
+
+    def mean(self, value):
+        return value
+
+
+ONE_REPLICA = OneReplica()
+
+
+def replica_share(count, replicas):
     """`count` over its mean across the replicas of the training step; 1 outside a multi-replica step.
 
     Keras averages the replicas' losses, each a mean over the replica's own
     real tokens. A replica whose loss is multiplied by its share of the tokens
     weighs in by that share, so the step's loss and gradients are the mean
     over every real token of the global batch, as on one device.
-    """
-    from seqtasks.training.distribute import mean_over_replicas, replicas_in_step
 
-    if replicas_in_step() == 1:
+    Args:
+        count: the replica's own count (of real tokens, or sentences).
+        replicas: the step's replicas, like `OneReplica` (a model's `replicas`, set by `use_replicas`).
+    """
+    if replicas.count() == 1:
         return 1.0
     count = ops.cast(count, "float32")
-    return count / ops.maximum(mean_over_replicas(count), 1.0)
+    return count / ops.maximum(replicas.mean(count), 1.0)
 
 
-class TokenMeanLoss:
+class ReplicaAware:
+    """Model mixin: `use_replicas(replicas)` says what the model's loss may ask of the step's replicas.
+
+    `replicas` is an object like `OneReplica` (the default: one device); a
+    run under a distribution strategy passes
+    `seqtasks.training.distribute.STEP_REPLICAS` where it compiles the model,
+    before training. It is no part of the model's or the compile
+    configuration, and `compile` stays Keras' own, so a saved model loads
+    (and compiles) as before, for one device. List it before `keras.Model`
+    among the bases.
+    """
+
+    replicas = ONE_REPLICA
+
+    def use_replicas(self, replicas):
+        """Has the loss weigh this replica's share of a step by `replicas` (`count()`, `mean(value)`); before `fit`."""
+        self.replicas = replicas
+
+
+class TokenMeanLoss(ReplicaAware):
     """Model mixin: the compiled loss, as a mean over every real target token of the global batch.
 
     The compiled loss is a mean over the replica's own real tokens (labels
     other than `PAD_ID`); `replica_share` weighs it by the replica's share of
-    them. List it before `keras.Model` among the bases.
+    them, with the replicas `use_replicas` gave (`ReplicaAware`). List it
+    before `keras.Model` among the bases.
     """
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         loss = super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")))
+        return loss * replica_share(ops.sum(ops.cast(ops.not_equal(y, PAD_ID), "float32")), self.replicas)

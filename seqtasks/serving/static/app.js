@@ -146,50 +146,53 @@ function readText(model) {
   return text;
 }
 
+// The controls come from the server (`setting_fields`: each setting's label, meaning and bounds for this model), so a
+// setting or a bound declared in seqtasks/decoding/settings.py shows here without a change to this page.
 function settingsFieldset(model) {
   const s = model.settings;
-  const number = (name, label, attrs) => el("div", { class: "field small" }, [
-    el("label", { for: name, text: label }),
-    el("input", { id: name, name, type: "number", value: s[name], required: true, ...attrs }),
-  ]);
-  // The settings the export takes (older exports: the first four), with the recipe's values.
-  const fields = SETTING_FIELDS.filter(([name]) => name in s)
-    .map(([name, label, attrs]) => number(name, label, typeof attrs === "function" ? attrs(s) : attrs));
+  const fields = model.setting_fields.map((f) => el("div", { class: "field small" }, [
+    el("label", { for: f.name, text: f.label, title: f.meaning }),
+    el("input", {
+      id: f.name, name: f.name, type: "number", value: s[f.name], required: true, title: f.meaning,
+      min: f.min, max: capOf(f, s) ?? f.max, step: f.integer ? 1 : "any",
+    }),
+  ]));
   const fieldset = el("fieldset", { class: "settings" }, [el("legend", { text: "Decoding settings" }), ...fields]);
-  // n_best can't exceed the beam width (or the samples drawn): keep the bound in step so the browser's validation says so.
-  fieldset.addEventListener("input", (event) => {
-    if (event.target.id !== "beam_width" && event.target.id !== "num_samples") return;
-    const samples = $("num_samples") ? parseInt($("num_samples").value, 10) || 0 : 0;
-    $("n_best").max = samples > 0 ? samples : $("beam_width").value || s.beam_width;
+  // A setting capped by others (n_best: beam_width, or num_samples when sampling) keeps its bound in step with them,
+  // so the browser's validation says so.
+  fieldset.addEventListener("input", () => {
+    for (const f of model.setting_fields) {
+      if (f.at_most.length && $(f.name)) $(f.name).max = capOf(f, currentValues(model)) ?? f.max;
+    }
   });
   return fieldset;
 }
 
-const INTEGER_SETTINGS = new Set(["beam_width", "n_best", "max_length", "no_repeat_ngram_size", "num_samples", "top_k", "seed"]);
-const SETTING_FIELDS = [
-  ["beam_width", "Beam width", (s) => ({ min: 1, max: s.max_beam_width, step: 1 })],
-  ["n_best", "N-best", (s) => ({ min: 1, max: s.num_samples > 0 ? s.num_samples : s.beam_width, step: 1 })],
-  ["max_length", "Max length", (s) => ({ min: 1, max: s.max_max_length, step: 1 })],
-  ["length_penalty", "Length penalty", { min: 0, max: 10, step: 0.1 }],
-  ["coverage_penalty", "Coverage penalty", { min: 0, max: 10, step: 0.1 }],
-  ["no_repeat_ngram_size", "No repeated n-grams of", { min: 0, max: 10, step: 1 }],
-  ["num_samples", "Samples (0: search)", (s) => ({ min: 0, max: s.max_beam_width, step: 1 })],
-  ["temperature", "Temperature", { min: 0.01, max: 100, step: 0.01 }],
-  ["top_k", "Top-k (0: all)", { min: 0, step: 1 }],
-  ["top_p", "Top-p", { min: 0.01, max: 1, step: 0.01 }],
-  ["seed", "Seed", { min: 0, max: 4294967295, step: 1 }],
-];
+// at_most [searched, sampled]: the first setting's value, or the second's when it is above 0 (sampling).
+function capOf(field, values) {
+  if (!field.at_most.length) return null;
+  const [searched, sampled] = field.at_most;
+  const samples = Number(values[sampled]) || 0;
+  const cap = samples > 0 ? samples : Number(values[searched]);
+  return Number.isFinite(cap) ? cap : null;
+}
 
-function readSettings() {
+function currentValues(model) {
+  const values = { ...model.settings };
+  for (const f of model.setting_fields) if ($(f.name)) values[f.name] = $(f.name).value;
+  return values;
+}
+
+function readSettings(model) {
   const settings = {};
-  for (const [name] of SETTING_FIELDS) {
-    const input = $(name);
+  for (const f of model.setting_fields) {
+    const input = $(f.name);
     if (!input) continue;
     if (!input.checkValidity()) {
       input.focus();
       throw new Error(`${input.labels[0].textContent}: ${input.validationMessage}`);
     }
-    settings[name] = INTEGER_SETTINGS.has(name) ? parseInt(input.value, 10) : parseFloat(input.value);
+    settings[f.name] = f.integer ? parseInt(input.value, 10) : parseFloat(input.value);
   }
   return settings;
 }
@@ -219,7 +222,7 @@ function translationView(model) {
   return taskForm(fields, "Translate",
     async (results) => {
       const text = readText(model);
-      const settings = readSettings();
+      const settings = readSettings(model);
       const prefix = model.prefix ? $("prefix").value : "";
       const body = prefix
         ? { signature_name: "with_prefix", instances: [{ text, prefix, ...settings }] }
@@ -392,7 +395,7 @@ function captioningView(model) {
     clearOverlay(canvas);
     let prediction;
     if (model.settings) {
-      const settings = readSettings();
+      const settings = readSettings(model);
       prediction = (await api(modelUrl(model, "predict"),
         { signature_name: "with_settings", instances: [{ image: { b64 }, ...settings }] })).predictions[0];
     } else {

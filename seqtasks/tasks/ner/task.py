@@ -224,12 +224,15 @@ class NerTask(Task):
 
     def compile_model(self, model):
         from seqtasks.models.pretrained_vectors import freeze_for_epochs
+        from seqtasks.training.distribute import STEP_REPLICAS
         from seqtasks.training.fit import make_optimizer
 
         optimizer = make_optimizer(self.recipe.training)
         freeze_for_epochs(self.recipe.model.word_vectors, [model.word_embedding], optimizer)
-        # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy).
+        # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy), weighing each replica
+        # of a distributed step by its share of the batch: the strategy's replicas come in here.
         model.compile(optimizer=optimizer)
+        model.use_replicas(STEP_REPLICAS)
 
     def data_notes(self):
         from seqtasks.models.pretrained_vectors import read_coverage, vectors_note

@@ -105,7 +105,7 @@ def make_classifier_server(model, tokenizer, encode, names, max_length, keep="fi
     """
     import tensorflow as tf
 
-    from seqtasks.encoder_decoder.settings_inputs import ATTENTION_SIGNATURE
+    from seqtasks.export.signatures import ATTENTION_SIGNATURE
     from seqtasks.encoder_decoder.server import token_strings
     from seqtasks.export.serving_limits import cut_text
 

@@ -1,5 +1,7 @@
 from keras import ops
 
+from seqtasks.decoding.settings import MAX_NGRAM_SIZE
+
 _NEG = -1e9
 
 
@@ -63,7 +65,8 @@ def coverage_penalty(accumulated_attention, beta):
     return ops.cast(beta, "float32") * ops.sum(ops.log(covered), axis=-1)
 
 
-NGRAM_LIMIT = 10  # the largest n a tensor `no_repeat_ngram_size` may be: one graph serves every n up to it
+# The largest n a tensor `no_repeat_ngram_size` may be: one graph serves every n up to it.
+NGRAM_LIMIT = MAX_NGRAM_SIZE
 
 
 def repeated_ngram_bans(ids, step, ngram_size, vocab_size):
