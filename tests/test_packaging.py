@@ -13,10 +13,10 @@ import types
 import zipfile
 from pathlib import Path
 
-import click
 import pytest
 
 from serving_support import free_port, get_json, post_json
+from test_commands_page import command_paths
 
 REPO = Path(__file__).resolve().parent.parent
 MIGRATION = REPO / "tests" / "data" / "migration"
@@ -182,15 +182,6 @@ def test_installed_from_the_wheel_every_recipe_reads_its_shipped_data_from_anoth
     (run_dir,) = (work / "runs" / "captioning").iterdir()
     assert (run_dir / "metrics.json").is_file()
     assert (work / "exports" / "captioning" / "1" / "saved_model.pb").is_file()
-
-
-def command_paths(group, prefix=()):
-    """Every command of the click group, a group's subcommands as `convert tfa`."""
-    for name, command in group.commands.items():
-        if isinstance(command, click.Group):
-            yield from command_paths(command, (*prefix, name))
-        else:
-            yield " ".join((*prefix, name))
 
 
 class Commands:

@@ -209,6 +209,14 @@ def _scores(recipe, metrics, source, metrics_recipe_differs):
     lines = ["On the run's validation data:", "", "| metric | value |", "| --- | --- |"]
     lines += [f"| {key} | {value:.4f} |" if isinstance(value, float) else f"| {key} | {value} |"
               for key, value in validation.items()]
+    averaging = (metrics or {}).get("averaging")
+    if averaging and "metric" in averaging:  # training.average_last: which weights these are
+        kept = ("these weights are that average" if averaging["kept"] == "average"
+                else "these are the final weights, which scored higher")
+        lines += ["", f"Checkpoint averaging (`training.average_last`): the average of the last {averaging['last']} "
+                  f"step checkpoints (steps {', '.join(map(str, averaging['steps']))}) scored {averaging['metric']} "
+                  f"{averaging['average']:.4f} on the validation data against {averaging['final']:.4f} for the final "
+                  f"weights; {kept}."]
     heldout = (metrics or {}).get("heldout")
     if heldout:  # data.heldout_documents: unlike validation, these chose nothing
         lines += ["", "On the documents set aside from the training data (`data.heldout_documents`):", "",

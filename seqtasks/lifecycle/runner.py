@@ -109,6 +109,9 @@ class Runner:
             self.log(f"XLA compiled {name} for {entry['compilations']} batch shape(s) ({entry['seconds']} s)")
         metrics.update(task.training_metrics(train, validation, history))
         metrics.update(self._evaluate(model, validation, self.run_dir))
+        checkpoint = "final"
+        if self.recipe.training.average_last:
+            model, checkpoint = self._keep_the_better_average(model, validation, metrics)
         for name, examples in task.heldout_splits().items():
             self.log(f"Held-out split {name!r} ({len(examples)} examples, not trained on nor used for selection):")
             out_dir = self.run_dir / "eval" / name
@@ -118,12 +121,45 @@ class Runner:
             if "per_type" in evaluation:
                 metrics[f"{name}_per_type"] = evaluation["per_type"]
         if self.recipe.export.enabled:
-            exported = self._export(model, "final", metrics)
+            exported = self._export(model, checkpoint, metrics)
             if exported is not None:  # None on the workers of a multi-worker run: the chief exports
                 metrics["export"] = str(exported)
         metrics["seconds"] = round(time.time() - started, 1)
         write_json_atomic(self.run_dir / "metrics.json", metrics)
         return metrics
+
+    def _keep_the_better_average(self, model, validation, metrics):
+        """`training.average_last`: averages the last kept step checkpoints, evaluates the average on `validation`
+        and keeps it if it scores higher than `model` by the task's headline metric; returns the kept model and its
+        checkpoint (`"final"`, or the average's file). `metrics` gets `averaging` (and, if kept, its evaluation).
+        """
+        from seqtasks.training.averaging import average_checkpoints
+        from seqtasks.training.checkpoints import kept_steps
+        from seqtasks.utils.io_utils import publish_folder
+
+        wanted = self.recipe.training.average_last
+        last = min(wanted, len(kept_steps(self.run_dir / "checkpoints")))
+        if last < 2:  # a run shorter than the checkpoints it was to keep
+            metrics["averaging"] = {"last": wanted, "kept": "final", "note": f"{last} step checkpoint(s) kept: no average"}
+            self.log(f"Averaging: the run kept {last} step checkpoint(s); the final weights are kept")
+            return model, "final"
+        path, steps = average_checkpoints(self, last)
+        averaged = self.load_model(str(path))
+        self.log(f"Averaging: the last {last} step checkpoints ({', '.join(map(str, steps))}) on the validation data:")
+        evaluation = self._evaluate(averaged, validation, self.run_dir / "eval" / "average")
+        name = self.task.spec.headline
+        final, average = metrics["validation"][name], evaluation["validation"][name]
+        kept = "average" if average > final else "final"
+        metrics["averaging"] = {"last": last, "steps": steps, "metric": name, "final": final, "average": average,
+                                "kept": kept, "file": str(path)}
+        self.log(f"Averaging: {name} {average:.4f} averaged against {final:.4f} final: the {kept} weights are kept")
+        if kept == "final":
+            return model, "final"
+        metrics["final_validation"] = metrics["validation"]
+        metrics.update(evaluation)  # its outputs (translations, figures) are in eval/average/
+        # `seqtasks eval RUN` and `export RUN` read the kept weights; the last trained ones are the newest checkpoint's.
+        publish_folder(lambda folder: averaged.save(f"{folder}/model.keras"), self.run_dir / "model")
+        return averaged, "final"
 
     def ensemble(self, others, checkpoint=None):
         """This run's model and those of the runs `others` (folders) as one `seqtasks.models.Ensemble`.

@@ -330,11 +330,30 @@ def _build_recipe(raw, sources):
             f"expected one of {', '.join(spec_of_task.monitors)} for task {task}; "
             f"got {_describe(recipe.training.monitor)}",
         )
+    _check_averaging(recipe.training, spec_of_task, sources)
     if not _NAME_PATTERN.match(recipe.name):
         raise sources.error(
             "name", f"expected letters, digits, '.', '_' or '-' (a folder name); got {_describe(recipe.name)}"
         )
     return recipe
+
+
+def _check_averaging(training, spec_of_task, sources):
+    """`training.average_last`: what the average needs of the run (checkpoints, raw weights, a headline metric)."""
+    last = training.average_last
+    if not last:
+        return
+    problem = None
+    if last == 1:
+        problem = "an average of one checkpoint is that checkpoint; expected 0 (none) or at least 2"
+    elif last > training.keep_checkpoints:
+        problem = f"must not exceed training.keep_checkpoints ({training.keep_checkpoints}); got {last}"
+    elif training.ema_momentum is not None:
+        problem = "training.ema_momentum already averages the weights over steps; use one or the other"
+    elif spec_of_task.headline is None:
+        problem = f"task {spec_of_task.name} names no headline metric to choose the average by; expected 0"
+    if problem:
+        raise sources.error("training.average_last", problem)
 
 
 def _build(cls, raw, prefix, sources, types=None):

@@ -255,6 +255,15 @@ class TrainingConfig:
         min=1,
         max=1000,
     )
+    average_last: int = spec(
+        0,
+        "At the end of training, average the weights of the last this many kept step checkpoints (at most "
+        "keep_checkpoints; 0: none) and evaluate the average against the final weights on the validation data; "
+        "the one that scores higher by the task's headline metric (BLEU, F1, accuracy) is kept for the held-out "
+        "splits, model/model.keras and the export, and metrics.json and the model card say which.",
+        min=0,
+        max=1000,
+    )
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = spec(
         "float32",
         "Keras dtype policy of the model: mixed policies compute in 16 bits and keep variables, "

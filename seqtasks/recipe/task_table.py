@@ -31,6 +31,11 @@ class TaskSpec:
             `model` sections.
         implementation: `module:Class` of the `seqtasks.tasks.Task` subclass.
         monitors: validation metrics `training.monitor` may name.
+        headline: the validation metric (of the task's evaluation; higher is
+            better) that says how good a model is: `training.average_last`
+            keeps the average of the last checkpoints only if it scores
+            higher by it than the final weights. None: the task's recipes
+            cannot average so.
         reads_data_files: whether `seqtasks eval --data FILE` applies (the toy
             task makes its own data).
         serving_input: the name of the export's one string input, `text` or
@@ -54,6 +59,7 @@ class TaskSpec:
     model_config: type
     implementation: str
     monitors: tuple = ("val_loss",)
+    headline: str = None
     reads_data_files: bool = True
     serving_input: str = "text"
     binary_input: bool = False
@@ -75,6 +81,7 @@ TASKS = {
             data_config=ToyDataConfig,
             model_config=Seq2SeqModelConfig,
             implementation="seqtasks.tasks.toy:ToyTask",
+            headline="sequence_accuracy",
             monitors=("val_loss", "val_token_accuracy"),
             reads_data_files=False,
             serving_outputs=("output", "score"),
@@ -86,6 +93,7 @@ TASKS = {
             data_config=TranslationDataConfig,
             model_config=Seq2SeqModelConfig,
             implementation="seqtasks.tasks.translation:TranslationTask",
+            headline="bleu",
             monitors=("val_loss", "val_token_accuracy"),
             serving_outputs=("translation", "score"),
             mergeable_signatures=("serving_default", "with_settings"),
@@ -97,6 +105,7 @@ TASKS = {
             data_config=TextClassificationDataConfig,
             model_config=TextClassifierModelConfig,
             implementation="seqtasks.tasks.sentiment.task:SentimentTask",
+            headline="accuracy",
             monitors=("val_loss", "val_accuracy"),
             serving_outputs=("label", "probabilities"),
             mergeable_signatures=("serving_default",),
@@ -108,6 +117,7 @@ TASKS = {
             data_config=TaggingDataConfig,
             model_config=TaggerModelConfig,
             implementation="seqtasks.tasks.ner.task:NerTask",
+            headline="f1",
             serving_outputs=("tags", "tokens", "token_start", "token_end", "entity_count", "entity_start",
                              "entity_end", "entity_type", "entity_text", "entity_score"),
             client_method="tag",
@@ -118,6 +128,7 @@ TASKS = {
             data_config=CaptioningDataConfig,
             model_config=CaptionerModelConfig,
             implementation="seqtasks.tasks.captioning.task:CaptioningTask",
+            headline="bleu_4",
             monitors=("val_loss", "val_token_accuracy"),
             serving_input="image",
             binary_input=True,
