@@ -100,7 +100,11 @@ def test_the_default_recipe_is_the_20_minute_one_for_3_minutes_on_every_shipped_
     full = load_recipe(REPO / "recipes" / "translation-anki-spa-eng.yaml")
     assert (quick.data.tokenizer, quick.data.lower_case, quick.training.max_minutes) == ("sentencepiece", False, 3)
     assert (quick.data, quick.model, quick.seed) == (full.data, full.model, full.seed)
-    assert dataclasses.replace(quick.training, epochs=full.training.epochs, max_minutes=20) == full.training
+    # The 20-minute run keeps 4 checkpoints and ends with their average where it scores higher; 3 minutes keep too
+    # few late checkpoints for that.
+    assert (full.training.keep_checkpoints, full.training.average_last, quick.training.average_last) == (4, 4, 0)
+    assert dataclasses.replace(quick.training, epochs=full.training.epochs, max_minutes=20, keep_checkpoints=4,
+                               average_last=4) == full.training
     pairs = read_parallel_tsv(quick.data.path, quick.data.source_column, quick.data.target_column)
     assert len(pairs) == 116_658 and pairs[0] == ("Ve.", "Go.")
     assert "116,658" in _section("Quickstart")
@@ -224,9 +228,9 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
     from seqtasks.encoder_decoder.server import make_server, text_reader
     from seqtasks.tasks.ner.server import make_tagger_server
 
-    from seqtasks.decoding.settings import defaults
+    from seqtasks.recipe.schema import DecodingConfig
 
-    decoding = SimpleNamespace(**{**defaults(), "beam_width": 2, "max_length": 5})
+    decoding = DecodingConfig(beam_width=2, max_length=5)
 
     def seq2seq(attention):
         return SimpleNamespace(decoder_layer=SimpleNamespace(attention=attention))
