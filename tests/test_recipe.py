@@ -455,17 +455,21 @@ def _bounded_fields():
 
 # A recipe of each task that the bounds alone can break: the cross-field checks
 # hold at every bound (lengths from 1 to the most, columns apart from each other,
-# the widest beam for any n_best).
+# the widest beam for any n_best, the most checkpoints to average).
 WIDEST_BEAM = {"decoding": {"beam_width": MAX_BEAM_WIDTH}}
+MOST_KEPT = {"keep_checkpoints": 1000}
 BASES = {
-    "toy": {"task": "toy", "data": {"min_length": 1, "max_length": 10_000}, "model": WIDEST_BEAM},
-    "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}, "model": WIDEST_BEAM},
-    "sentiment": {"task": "sentiment", "data": {"path": "t.csv"}},
-    "ner": {"task": "ner", "data": {"path": "t.conll"}},
+    "toy": {"task": "toy", "data": {"min_length": 1, "max_length": 10_000}, "model": WIDEST_BEAM,
+            "training": MOST_KEPT},
+    "translation": {"task": "translation", "data": {"path": "p.tsv", "target_column": 2}, "model": WIDEST_BEAM,
+                    "training": MOST_KEPT},
+    "sentiment": {"task": "sentiment", "data": {"path": "t.csv"}, "training": MOST_KEPT},
+    "ner": {"task": "ner", "data": {"path": "t.conll"}, "training": MOST_KEPT},
     "captioning": {
         "task": "captioning",
         "data": {"captions": "c.txt", "images": "i", "train_split": "t.txt", "validation_split": "v.txt"},
         "model": WIDEST_BEAM,
+        "training": MOST_KEPT,
     },
 }
 
@@ -959,7 +963,7 @@ def test_a_name_from_the_file_name_is_checked_too(tmp_path):
             "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
             "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, learning_rate_schedule, "
             "learning_rate_decay, ema_momentum, label_smoothing, "
-            "checkpoint_every_steps, keep_checkpoints, precision, matmul_precision",
+            "checkpoint_every_steps, keep_checkpoints, average_last, precision, matmul_precision",
         ),
         (
             ["data.x.y=3"],
@@ -1247,7 +1251,7 @@ def test_every_set_key_is_checked_not_only_the_first(tmp_path):
         "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
         "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, learning_rate_schedule, "
         "learning_rate_decay, ema_momentum, label_smoothing, "
-        "checkpoint_every_steps, keep_checkpoints, precision, matmul_precision"
+        "checkpoint_every_steps, keep_checkpoints, average_last, precision, matmul_precision"
     )
     assert error_of(path, ["training.epochs=3", "training.zzz=1"]) == expected
     # data of an unknown task is left for the task error, but the keys after it are still checked

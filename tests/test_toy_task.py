@@ -146,7 +146,14 @@ def test_an_export_carries_the_recipe_its_sources_the_metrics_and_a_model_card(s
     }
     card = (extra / "MODEL_CARD.md").read_text()
     assert "Other signatures (`signature_name` in TensorFlow Serving's predict API): `attention`: " in card
-    assert "`with_settings`: the same outputs, decoded with the inputs `beam_width`, `n_best`" in card
+    assert "`with_settings`: the same outputs, decoded with the decoding settings (below) as inputs" in card
+    # The settings' table: every declared setting, with this export's own value (the recipe's) and its bounds.
+    from seqtasks.decoding.settings import SETTINGS
+
+    decoding = load_recipe(run_dir / "recipe.yaml").model.decoding
+    for setting in SETTINGS:
+        row = f"| `{setting.name}` | {setting.dtype} | {getattr(decoding, setting.name)} | {setting.low}..{setting.high} |"
+        assert row in card
     assert "`score`: given a `target` text per input, the log-probability" in card
     assert "`with_prefix`: the outputs of `with_settings` given a `prefix` text per input" in card
     recipe = load_recipe(run_dir / "recipe.yaml")
