@@ -66,6 +66,7 @@ def test_a_run_keeps_the_better_of_its_average_and_its_final_weights_and_says_wh
     def scripted(model, examples, out_dir):
         """The task's own evaluation, the average's headline moved so that the branch under test is taken."""
         evaluation = evaluate(model, examples, out_dir)
+        (out_dir / "outputs.tsv").write_text("written as translation writes its outputs\n", encoding="utf-8")
         if out_dir.name == "average":
             evaluation["validation"]["sequence_accuracy"] += 0.5 if average_wins else -0.5
         return evaluation

@@ -146,7 +146,9 @@ class Runner:
         path, steps = average_checkpoints(self, last)
         averaged = self.load_model(str(path))
         self.log(f"Averaging: the last {last} step checkpoints ({', '.join(map(str, steps))}) on the validation data:")
-        evaluation = self._evaluate(averaged, validation, self.run_dir / "eval" / "average")
+        out_dir = self.run_dir / "eval" / "average"
+        out_dir.mkdir(parents=True, exist_ok=True)  # the task writes its outputs there (translations, figures)
+        evaluation = self._evaluate(averaged, validation, out_dir)
         name = self.task.spec.headline
         final, average = metrics["validation"][name], evaluation["validation"][name]
         kept = "average" if average > final else "final"
