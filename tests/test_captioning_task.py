@@ -116,9 +116,37 @@ def test_a_frozen_backbone_file_is_run_once_and_its_features_cached(tmp_path):
     _, first = run_recipe(REPO / "recipes" / "captioning.yaml", tmp_path / "a", *overrides)
     assert "Image features: 20 computed" in first and "Image features: 4 computed" in first
     assert len(list((tmp_path / "cache").glob("features-*.npy"))) == 2
-    run_dir, second = run_recipe(REPO / "recipes" / "captioning.yaml", tmp_path / "b", *overrides)
+    run_dir, second = run_recipe(
+        REPO / "recipes" / "captioning.yaml", tmp_path / "b", *overrides, "data.mirror_images=true"
+    )
     assert "Image features: 20 from the cache" in second and "Image features: 4 from the cache" in second
+    assert "Image features: 20 mirrored computed" in second  # the validation images are never mirrored
+    assert len(list((tmp_path / "cache").glob("features-*.npy"))) == 3
     assert json.loads((run_dir / "metrics.json").read_text())["parameters"] > 0
+
+
+def test_with_mirrored_inputs_each_caption_reads_its_image_or_its_mirror_drawn_anew_each_epoch():
+    from seqtasks.tasks.captioning.data import make_dataset
+
+    inputs = np.arange(5, dtype="float32")[:, None, None] * np.ones((5, 2, 1), "float32")
+    mirrored = -inputs - 100.0
+    examples = [(index % 5, [4 + index]) for index in range(60)]  # caption 4 + i belongs to image i % 5
+    dataset = make_dataset(inputs, examples, 8, shuffle_seed=3, mirrored=mirrored)
+    epochs = []
+    for _ in range(2):
+        drawn = {}
+        for (grids, _), caption_out in dataset:
+            for grid, row in zip(grids.numpy(), caption_out.numpy()):
+                value = grid[0, 0]
+                assert np.all(grid == value)
+                image = value if value >= 0 else -value - 100.0
+                assert image == (row[0] - 4) % 5
+                drawn[int(row[0])] = bool(value < 0)
+        assert len(drawn) == 60 and 15 < sum(drawn.values()) < 45  # about half mirrored
+        epochs.append(drawn)
+    assert epochs[0] != epochs[1]
+    plain = make_dataset(inputs, examples, 8, shuffle_seed=3)
+    assert all((grids.numpy() >= 0).all() for (grids, _), _ in plain)
 
 
 @pytest.mark.slow
@@ -367,3 +395,16 @@ def test_caption_samples_through_the_api_seeded_and_best_first(caption_run):
     plain = exported.caption(image)
     assert plain.n_best is None
     assert exported.caption(image, **exported.decoding_defaults()).text == plain.text
+
+
+def test_mirrored_pixels_for_the_trained_cnn_are_the_images_flipped_left_to_right(tmp_path):
+    from seqtasks.tasks.captioning.image_inputs import image_inputs
+
+    pixels = np.random.default_rng(6).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    (tmp_path / "a.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    (tmp_path / "b.png").write_bytes(tf.io.encode_png(np.ascontiguousarray(pixels[:, ::-1])).numpy())
+    plain = image_inputs(None, 8, [tmp_path / "a.png", tmp_path / "b.png"], tmp_path / "cache")
+    mirrored = image_inputs(None, 8, [tmp_path / "a.png"], tmp_path / "cache", mirror=True)
+    np.testing.assert_array_equal(plain[0], pixels)
+    np.testing.assert_array_equal(mirrored[0], plain[1])
+    assert mirrored.dtype == np.uint8

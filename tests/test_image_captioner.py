@@ -90,6 +90,8 @@ def test_small_cnn_turns_images_into_a_grid_and_trains_and_saves(tmp_path):
         ({"image_encoder": [8, 0]}, "Expected image_encoder to be None or a list of positive filter counts"),
         ({"feature_dropout": 1.0}, r"Expected feature_dropout in \[0, 1\). Received: feature_dropout=1.0"),
         ({"attention_penalty": -1.0}, "Expected attention_penalty >= 0. Received: attention_penalty=-1.0"),
+        ({"embedding_dropout": 1.0}, r"Expected embedding_dropout in \[0, 1\). Received: embedding_dropout=1.0"),
+        ({"embedding_dropout": -0.1}, r"Expected embedding_dropout in \[0, 1\). Received: embedding_dropout=-0.1"),
     ],
 )
 def test_rejects_bad_arguments(kwargs, message):
@@ -107,3 +109,18 @@ def test_the_published_decoder_reads_the_mean_annotation_and_emits_through_l_o()
     _, state = model.encode(grid)
     expected = np.tanh(grid.mean(1) @ np.array(model.init_state_dense.kernel) + np.array(model.init_state_dense.bias))
     np.testing.assert_allclose(np.concatenate([np.array(s) for s in state], -1), expected, **tolerance(atol=1e-5))
+
+
+def test_embedding_dropout_acts_while_training_only_and_is_kept_in_the_config():
+    grid = np.random.default_rng(5).random((2, 9, 5)).astype("float32")
+    plain = ImageCaptioner(20, embedding_dim=4, decoder=SHOW_ATTEND_TELL)
+    dropped = ImageCaptioner(20, embedding_dim=4, decoder=SHOW_ATTEND_TELL, embedding_dropout=0.5)
+    plain((grid, _captions()))
+    dropped((grid, _captions()))
+    dropped.set_weights(plain.get_weights())
+    expected = keras.ops.convert_to_numpy(plain((grid, _captions()), training=False))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(dropped((grid, _captions()), training=False)), expected)
+    # While training the embeddings lose about half their entries (the rest doubled): the logits move.
+    trained = keras.ops.convert_to_numpy(dropped((grid, _captions()), training=True))
+    assert not np.allclose(trained, keras.ops.convert_to_numpy(plain((grid, _captions()), training=True)), atol=1e-4)
+    assert ImageCaptioner.from_config(dropped.get_config()).embedding_dropout == 0.5

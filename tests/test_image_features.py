@@ -63,6 +63,29 @@ def test_features_are_grids_per_image_and_come_from_the_cache_the_second_time(ba
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # another image list, another cache file
 
 
+def test_mirrored_features_are_those_of_the_flipped_images_and_are_cached_apart(backbone_file, images, tmp_path):
+    backbone = FrozenBackbone.from_file(backbone_file)
+    messages = []
+    plain = image_features(backbone, images, tmp_path / "cache", log=messages.append)
+    mirrored = image_features(backbone, images, tmp_path / "cache", log=messages.append, mirror=True)
+    (cache,) = (tmp_path / "cache").glob("features-mirrored-*.npy")
+    assert messages[1] == f"Image features: 3 mirrored computed, cached in {cache}"
+    # The same 20-digit key as the images' own grids, so a cache of those made before is still found.
+    assert {path.name for path in (tmp_path / "cache").glob("*.npy")} == {cache.name, cache.name.replace("-mirrored", "")}
+    # Brute force: write each image flipped (PNG, lossless) and compute its grid without mirroring.
+    flipped = []
+    for path in images:
+        pixels = tf.io.decode_image(path.read_bytes(), channels=3).numpy()[:, ::-1]
+        flipped.append(tmp_path / f"flipped_{path.stem}.png")
+        flipped[-1].write_bytes(tf.io.encode_png(pixels).numpy())
+    expected = image_features(backbone, flipped, tmp_path / "other", log=lambda _: None)
+    np.testing.assert_allclose(mirrored.astype("float32"), expected.astype("float32"), rtol=1e-2, atol=1e-2)
+    assert not np.allclose(mirrored.astype("float32"), plain.astype("float32"), atol=1e-2)
+    again = image_features(backbone, images, tmp_path / "cache", log=messages.append, mirror=True)
+    np.testing.assert_array_equal(again, mirrored)
+    assert messages[-1] == f"Image features: 3 from the cache {cache}"
+
+
 def test_bad_images_and_models_are_named(backbone_file, tmp_path):
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"\xff\xd8 not really a jpeg")

@@ -961,7 +961,7 @@ def test_a_name_from_the_file_name_is_checked_too(tmp_path):
         (
             ["training.zzz=3"],
             "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
-            "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, learning_rate_schedule, "
+            "learning_rate, clipnorm, weight_decay, early_stopping_patience, monitor, max_minutes, learning_rate_schedule, "
             "learning_rate_decay, ema_momentum, label_smoothing, "
             "checkpoint_every_steps, keep_checkpoints, average_last, precision, matmul_precision",
         ),
@@ -1249,7 +1249,7 @@ def test_every_set_key_is_checked_not_only_the_first(tmp_path):
     path = write(tmp_path, "task: toy\n")
     expected = (
         "--set training.zzz: unknown key training.zzz; expected one of epochs, batch_size, optimizer, "
-        "learning_rate, clipnorm, early_stopping_patience, monitor, max_minutes, learning_rate_schedule, "
+        "learning_rate, clipnorm, weight_decay, early_stopping_patience, monitor, max_minutes, learning_rate_schedule, "
         "learning_rate_decay, ema_momentum, label_smoothing, "
         "checkpoint_every_steps, keep_checkpoints, average_last, precision, matmul_precision"
     )

@@ -338,6 +338,23 @@ def test_keras_fit_leaves_the_raw_weights_in_place_so_a_second_fit_trains_on_fro
         np.testing.assert_array_equal(got, raw)
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "sgd"])
+def test_weight_decay_shrinks_each_weight_by_the_learning_rate_times_the_decay_per_step(optimizer):
+    config = dataclasses.replace(TrainingConfig(), optimizer=optimizer, weight_decay=0.5, clipnorm=None)
+    model = _model_with(config)
+    model.optimizer.build(model.trainable_variables)
+    before = [np.array(w) for w in model.trainable_variables]
+    zeros = [keras.ops.zeros_like(w) for w in model.trainable_variables]
+    model.optimizer.apply(zeros, model.trainable_variables)
+    # A zero gradient moves nothing but the decay: w <- w - learning_rate * weight_decay * w (0.05 * 0.5).
+    for got, was in zip(model.trainable_variables, before):
+        np.testing.assert_allclose(np.array(got), was * (1 - 0.05 * 0.5), rtol=1e-6)
+    assert dataclasses.replace(TrainingConfig(), optimizer=optimizer).weight_decay is None
+    assert _model_with(dataclasses.replace(config, weight_decay=None)).optimizer.weight_decay == (
+        0.004 if optimizer == "adamw" else None
+    )
+
+
 def _model_with(config):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])

@@ -176,14 +176,16 @@ def _cache_key(backbone, image_paths):
     return digest.hexdigest()[:20]
 
 
-def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
+def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print, mirror=False):
     """Feature grids `(len(image_paths), H * W, C)` float16 of a `FrozenBackbone` (maps `(N, H, W, C)`
-    unless it flattens), from the cache when it has them."""
+    unless it flattens), from the cache when it has them; with `mirror`, those of the images flipped
+    left to right, cached apart."""
     import tensorflow as tf
 
     from seqtasks.utils.progress import progress_bar
 
-    cache = Path(cache_dir) / f"features-{_cache_key(backbone, image_paths)}.npy"
+    kind = "features-mirrored" if mirror else "features"
+    cache = Path(cache_dir) / f"{kind}-{_cache_key(backbone, image_paths)}.npy"
     if cache.exists():
         log(f"Image features: {len(image_paths)} from the cache {cache}")
         return np.load(cache)
@@ -200,6 +202,8 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
     data = tf.data.Dataset.from_tensor_slices(paths).map(
         lambda path: _decode(tf.io.read_file(path), backbone.size), num_parallel_calls=tf.data.AUTOTUNE
     )
+    if mirror:
+        data = data.map(tf.image.flip_left_right)
     data = data.batch(batch_size).prefetch(2)
     grid_of = tf.function(backbone.__call__, reduce_retracing=True)
     batches, done = [], 0
@@ -215,7 +219,7 @@ def image_features(backbone, image_paths, cache_dir, batch_size=32, log=print):
             batches.append(np.asarray(grid_of(images), np.float16))
             done += len(images)
             bar.update(len(images))
-    log(f"Image features: {done} computed, cached in {cache}")
+    log(f"Image features: {done}{' mirrored' if mirror else ''} computed, cached in {cache}")
     features = np.concatenate(batches)
     cache.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=cache.parent, suffix=".npy.tmp")

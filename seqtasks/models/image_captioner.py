@@ -39,6 +39,9 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
             last stage of a pretrained backbone whose earlier stages ran once
             (fine-tuning). Its batch normalisation stays in inference mode.
         feature_dropout: float, dropout on the grid features while training.
+        embedding_dropout: float, dropout on the word embeddings `E y_{t-1}`
+            the decoder reads while training (the paper's dropout on the
+            LSTM's input; its deep output reads them too).
         attention_penalty: float, `λ` of the doubly stochastic penalty.
         **kwargs: other keyword arguments of `keras.Model`.
 
@@ -78,6 +81,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
         grid_head=None,
         feature_dropout=0.0,
         attention_penalty=1.0,
+        embedding_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -95,6 +99,10 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
             grid_head = keras.saving.deserialize_keras_object(grid_head)
         if not 0.0 <= feature_dropout < 1.0:
             raise ValueError(f"Expected feature_dropout in [0, 1). Received: feature_dropout={feature_dropout}")
+        if not 0.0 <= embedding_dropout < 1.0:
+            raise ValueError(
+                f"Expected embedding_dropout in [0, 1). Received: embedding_dropout={embedding_dropout}"
+            )
         if attention_penalty < 0.0:
             raise ValueError(f"Expected attention_penalty >= 0. Received: attention_penalty={attention_penalty}")
         self.vocab_size = vocab_size
@@ -104,6 +112,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
         self.grid_head = grid_head
         self.feature_dropout = float(feature_dropout)
         self.attention_penalty = float(attention_penalty)
+        self.embedding_dropout = float(embedding_dropout)
         self.cnn_layers = []
         for index, filters in enumerate(self.image_encoder or []):
             self.cnn_layers += [
@@ -119,6 +128,9 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
             name="init_state",
         )
         self.dropout_layer = keras.layers.Dropout(self.feature_dropout, dtype=self.dtype_policy, name="feature_dropout")
+        self.embedding_dropout_layer = keras.layers.Dropout(
+            self.embedding_dropout, dtype=self.dtype_policy, name="embedding_dropout"
+        )
         # Logits in float32 under mixed precision: the loss and the searches need their range.
         self.output_dense = keras.layers.Dense(vocab_size, dtype="float32", name="logits")
 
@@ -175,7 +187,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
     def _decode_sequence(self, images, target_ids, training):
         grid = self.grid(images, training=training)
         return self.decoder_layer(
-            self.embedding(target_ids),
+            self.embedding_dropout_layer(self.embedding(target_ids), training=training),
             grid,
             initial_state=self._initial_state(grid),
             training=training,
@@ -217,6 +229,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
                 "grid_head": None if self.grid_head is None else keras.saving.serialize_keras_object(self.grid_head),
                 "feature_dropout": self.feature_dropout,
                 "attention_penalty": self.attention_penalty,
+                "embedding_dropout": self.embedding_dropout,
             }
         )
         return config

@@ -213,6 +213,12 @@ class TrainingConfig:
     optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = spec("adam", "Optimizer.")
     learning_rate: float = spec(1e-3, "Learning rate.", min=1e-12)
     clipnorm: Optional[float] = spec(5.0, "Gradient norm clipping (null: none).", min=1e-12)
+    weight_decay: Optional[float] = spec(
+        None,
+        "Decoupled weight decay: each step multiplies the weights by (1 - learning_rate * weight_decay), "
+        "biases and embeddings included (null: the optimizer's own, none except adamw's 0.004).",
+        min=0.0,
+    )
     early_stopping_patience: Optional[int] = spec(
         None, "Epochs without a better `monitor` value before stopping (null: never).", min=1, max=MAX_EPOCHS
     )
@@ -669,6 +675,12 @@ class CaptioningDataConfig:
     max_length: int = spec(
         40, "Training captions with more subwords (plus [START] or [END]) are left out.", min=2, max=MAX_LENGTH
     )
+    mirror_images: bool = spec(
+        False,
+        "Also train on the training images flipped left to right: each caption is read with its image or the "
+        "mirror, at random every epoch (a frozen backbone's mirrored grids are cached too). Captions are not "
+        "changed, so the few that say left or right are wrong for the mirror.",
+    )
     feature_cache: str = spec(
         "",
         "Folder for the backbone's cached feature grids (empty: feature_cache/ in the output "
@@ -739,6 +751,9 @@ class CaptionerModelConfig:
     backbone: BackboneConfig = section(BackboneConfig, "The image encoder giving the feature grid.")
     embedding_dim: int = spec(256, "Size of the word embeddings.", min=1, max=MAX_SIZE)
     feature_dropout: float = spec(0.0, "Dropout on the grid features while training.", min=0.0, below=1.0)
+    embedding_dropout: float = spec(
+        0.0, "Dropout on the word embeddings the decoder reads while training.", min=0.0, below=1.0
+    )
     decoder: DecoderConfig = section(DecoderConfig, "The AttentionDecoder writing the caption.")
     attention: AttentionConfig = section(
         AttentionConfig, "Attention over the grid locations; Show, Attend and Tell uses bahdanau."

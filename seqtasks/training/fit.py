@@ -19,10 +19,12 @@ def make_optimizer(config):
         learning_rate = optimizers.EpochSchedule(
             config.learning_rate, config.learning_rate_schedule, config.learning_rate_decay, config.epochs
         )
-    averaging = {}
+    options = {}
     if config.ema_momentum is not None:
-        averaging = {"use_ema": True, "ema_momentum": config.ema_momentum}
-    return classes[config.optimizer](learning_rate=learning_rate, clipnorm=config.clipnorm, **averaging)
+        options.update(use_ema=True, ema_momentum=config.ema_momentum)
+    if config.weight_decay is not None:
+        options.update(weight_decay=config.weight_decay)
+    return classes[config.optimizer](learning_rate=learning_rate, clipnorm=config.clipnorm, **options)
 
 
 def _inner_optimizer(model):

@@ -88,17 +88,21 @@ def caption_examples(split, cleaned, tokenizer, max_length):
     return [(owner, row) for owner, row in zip(owners, rows) if 0 < len(row) and len(row) + 1 <= max_length]
 
 
-def make_dataset(inputs, examples, batch_size, shuffle_seed=None):
+def make_dataset(inputs, examples, batch_size, shuffle_seed=None, mirrored=None):
     """Batches `((image inputs, caption in), caption out)` from `(image index, ids)` examples.
 
     The image inputs are gathered by index inside the pipeline, so each image's
-    grid is stored once however many captions it has.
+    grid is stored once however many captions it has. With `mirrored` (the
+    inputs of the same images flipped left to right), each caption is read
+    with its image or the mirror, at random, drawn anew every epoch.
     """
+    import numpy as np
     import tensorflow as tf
 
     from seqtasks.data.batching import bucketed_batches
 
-    table = tf.constant(inputs)
+    images = len(inputs)
+    table = tf.constant(inputs if mirrored is None else np.concatenate([inputs, mirrored]))
     indices = tf.constant([index for index, _ in examples], tf.int32)
     ids = tf.ragged.constant([row for _, row in examples], dtype=tf.int32, ragged_rank=1)
     data = tf.data.Dataset.from_tensor_slices((indices, ids))
@@ -107,5 +111,18 @@ def make_dataset(inputs, examples, batch_size, shuffle_seed=None):
         data, len(examples), lambda i, t_in, t_out: tf.size(t_in), _BUCKETS, batch_size, shuffle_seed,
         padding_values=(0, PAD_ID, PAD_ID),
     )
+    if mirrored is not None:
+        # A seed per batch from a source drawn anew each epoch: a seeded random op inside `map` would
+        # repeat the same draws every epoch.
+        seeds = tf.data.Dataset.random(seed=shuffle_seed, rerandomize_each_iteration=True)
+        data = tf.data.Dataset.zip(data, seeds).map(
+            lambda batch, seed: (
+                batch[0] + images * tf.random.stateless_uniform(
+                    tf.shape(batch[0]), tf.stack([seed, 0]), maxval=2, dtype=tf.int32
+                ),
+                batch[1],
+                batch[2],
+            )
+        )
     data = data.map(lambda i, t_in, t_out: ((tf.gather(table, i), t_in), t_out))
     return data.prefetch(tf.data.AUTOTUNE)

@@ -23,14 +23,15 @@ def make_backbone(config):
     return backbone, None
 
 
-def image_inputs(backbone, image_size, paths, cache_dir, log=print):
-    """The captioner's inputs for the images: cached feature grids, or uint8 pixels for the trained CNN."""
+def image_inputs(backbone, image_size, paths, cache_dir, log=print, mirror=False):
+    """The captioner's inputs for the images: cached feature grids, or uint8 pixels for the trained CNN;
+    with `mirror`, those of the images flipped left to right."""
     from seqtasks.data.image_features import image_features, read_image
 
     if backbone is not None:
-        return image_features(backbone, paths, cache_dir, log=log)
-    pixels = [np.clip(np.round(np.asarray(read_image(path, image_size))), 0, 255) for path in paths]
-    return np.stack(pixels).astype(np.uint8)
+        return image_features(backbone, paths, cache_dir, log=log, mirror=mirror)
+    pixels = np.stack([np.clip(np.round(np.asarray(read_image(path, image_size))), 0, 255) for path in paths])
+    return (pixels[:, :, ::-1] if mirror else pixels).astype(np.uint8)
 
 
 def input_shape(backbone, image_size):

@@ -13,6 +13,7 @@ def build_model(recipe, vocab_size, input_shape, grid_head=None):
         image_encoder=list(config.backbone.filters) if config.backbone.type == "cnn" else None,
         grid_head=grid_head,
         feature_dropout=config.feature_dropout,
+        embedding_dropout=config.embedding_dropout,
         attention_penalty=config.attention_penalty,
     )
     model.build(((None,) + tuple(input_shape), (None, None)))

@@ -55,12 +55,12 @@ class CaptioningTask(Task):
         self.cache_dir = Path(self.recipe.data.feature_cache or Path(run_dir).parent.parent / "feature_cache")
         self._inputs = {}
 
-    def _image_inputs(self, names):
-        key = tuple(names)
+    def _image_inputs(self, names, mirror=False):
+        key = (tuple(names), mirror)
         if key not in self._inputs:
             paths = [Path(self.recipe.data.images) / name for name in names]
             self._inputs[key] = image_inputs(
-                self.backbone, self.recipe.model.backbone.image_size, paths, self.cache_dir
+                self.backbone, self.recipe.model.backbone.image_size, paths, self.cache_dir, mirror=mirror
             )
         return self._inputs[key]
 
@@ -71,6 +71,7 @@ class CaptioningTask(Task):
         config, batch_size = self.recipe.data, self.recipe.training.batch_size
         started = time.time()
         train_inputs, validation_inputs = self._image_inputs(train), self._image_inputs(validation)
+        mirrored = self._image_inputs(train, mirror=True) if config.mirror_images else None
         self._feature_seconds = time.time() - started
         train_examples = data.caption_examples(train, self._cleaned, self.tokenizer, config.max_length)
         validation_examples = data.caption_examples(validation, self._cleaned, self.tokenizer, config.max_length)
@@ -80,7 +81,7 @@ class CaptioningTask(Task):
         # Caption subwords and [END] per batch.
         self._tokens_per_batch = sum(len(row) + 1 for _, row in train_examples) / -(-len(train_examples) // batch_size)
         return (
-            data.make_dataset(train_inputs, train_examples, batch_size, self.recipe.seed),
+            data.make_dataset(train_inputs, train_examples, batch_size, self.recipe.seed, mirrored),
             data.make_dataset(validation_inputs, validation_examples, batch_size),
         )
 

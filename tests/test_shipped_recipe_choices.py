@@ -1,0 +1,20 @@
+"""What the README says two shipped recipes do against overfitting is what their files say (BENCHMARKS.md, issue 54)."""
+
+from conftest import REPO
+
+from seqtasks.recipe import load_recipe
+
+
+def test_the_flickr8k_recipe_decays_along_a_cosine_with_weight_decay_mirrors_and_weighs_the_last_four():
+    recipe = load_recipe(REPO / "recipes" / "captioning-flickr8k.yaml")
+    training = recipe.training
+    assert training.learning_rate_schedule == "cosine" and training.weight_decay == 0.1
+    assert recipe.data.mirror_images and recipe.model.embedding_dropout == 0.0
+    assert training.average_last == training.keep_checkpoints == 4
+    # No early stopping: the cosine's low rates at the end are where the kept average comes from.
+    assert training.early_stopping_patience is None and training.max_minutes == 60
+
+
+def test_the_20_minute_translation_recipe_weighs_the_mean_of_its_last_four_checkpoints():
+    training = load_recipe(REPO / "recipes" / "translation-anki-spa-eng.yaml").training
+    assert training.average_last == training.keep_checkpoints == 4 and training.ema_momentum is None
