@@ -41,19 +41,21 @@ def parse_trials(words):
 
 
 def best_epoch(metrics, monitor):
-    """1-based epoch whose `monitor` value was best (lowest for losses, else highest); None without it."""
-    values = metrics.get("history", {}).get(monitor)
-    if not values or all(value is None for value in values):
-        return None
+    """1-based epoch whose `monitor` value was best (lowest for losses, else highest; the first of ties),
+    None without it."""
+    from seqtasks.training.fit import monitor_mode
+
+    values = metrics.get("history", {}).get(monitor) or []
     pairs = [(value, index) for index, value in enumerate(values) if value is not None]
-    best = min(pairs) if "loss" in monitor else max(pairs, key=lambda pair: (pair[0], -pair[1]))
-    return best[1] + 1
+    if not pairs:
+        return None
+    sign = 1 if monitor_mode(monitor) == "min" else -1
+    return min(pairs, key=lambda pair: (sign * pair[0], pair[1]))[1] + 1
 
 
 def row(name, overrides, metrics, monitor, minutes):
     validation = metrics.get("validation", {})
     scores = ", ".join(f"{key} {value:.2f}" for key, value in validation.items() if isinstance(value, (int, float)))
-    averaging = metrics.get("averaging", {}).get("kept", "")
     return {
         "trial": name,
         "overrides": overrides,
@@ -62,7 +64,6 @@ def row(name, overrides, metrics, monitor, minutes):
         "best_epoch": best_epoch(metrics, monitor),
         "train_minutes": round(metrics.get("train_seconds", 0.0) / 60.0, 1),
         "whole_minutes": round(minutes, 1),
-        "averaging_kept": averaging,
     }
 
 

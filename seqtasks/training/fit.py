@@ -27,6 +27,11 @@ def make_optimizer(config):
     return classes[config.optimizer](learning_rate=learning_rate, clipnorm=config.clipnorm, **options)
 
 
+def monitor_mode(monitor):
+    """'min' for a loss (`training.monitor` ending in 'loss'), 'max' for a score."""
+    return "min" if monitor.endswith("loss") else "max"
+
+
 def _inner_optimizer(model):
     optimizer = getattr(model, "optimizer", None)
     return getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer (mixed_float16)
@@ -123,7 +128,7 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     from seqtasks.training.progress import progress_callback
 
     run_dir = Path(run_dir)
-    mode = "min" if config.monitor.endswith("loss") else "max"
+    mode = monitor_mode(config.monitor)
     callbacks = []
     early_stopping = None
     if config.early_stopping_patience is not None:
