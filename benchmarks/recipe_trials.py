@@ -5,9 +5,10 @@
 
 Every trial is `seqtasks run RECIPE --set <common> --set <trial's own> --output-dir DIR/NAME`, run
 one after the other so that none shares the CPU with another. A trial with no overrides of its own is
-the recipe as it is (with the common ones). The table gives each trial's validation scores (from its
-`metrics.json`), the epochs it ran, the epoch the best checkpoint came from (by the recipe's
-`training.monitor`) and its training minutes; a trial that fails is reported and the others go on.
+the recipe as it is (with the common ones). The table gives each trial's validation scores and those of
+the held-out splits its task sets aside (from its `metrics.json`), the epochs it ran, the epoch the best
+checkpoint came from (by the recipe's `training.monitor`) and its training minutes; a trial that fails
+is reported and the others go on.
 """
 
 import argparse
@@ -40,6 +41,24 @@ def parse_trials(words):
     return trials
 
 
+def split_arguments(argv):
+    """`(options, trial words)`: the trials run from the first `--trial` to the first other option after it
+    (`--json OUT` may come before or after them)."""
+    start = argv.index("--trial") if "--trial" in argv else len(argv)
+    end = next((i for i in range(start, len(argv)) if argv[i].startswith("--") and argv[i] != "--trial"), len(argv))
+    return argv[:start] + argv[end:], argv[start:end]
+
+
+def heldout_scores(metrics):
+    """`{split: scores}` of the held-out splits a run reported beside validation (`Task.heldout_splits`): the
+    entries with validation's metric names, other than validation's own."""
+    names = set(metrics.get("validation", {}))
+    return {
+        key: value for key, value in metrics.items()
+        if key not in ("validation", "final_validation") and isinstance(value, dict) and names and set(value) == names
+    }
+
+
 def best_epoch(metrics, monitor):
     """1-based epoch whose `monitor` value was best (lowest for losses, else highest; the first of ties),
     None without it."""
@@ -54,12 +73,14 @@ def best_epoch(metrics, monitor):
 
 
 def row(name, overrides, metrics, monitor, minutes):
-    validation = metrics.get("validation", {})
-    scores = ", ".join(f"{key} {value:.2f}" for key, value in validation.items() if isinstance(value, (int, float)))
+    def joined(scores):
+        return ", ".join(f"{key} {value:.4g}" for key, value in scores.items() if isinstance(value, (int, float)))
+
     return {
         "trial": name,
         "overrides": overrides,
-        "validation": scores,
+        "validation": joined(metrics.get("validation", {})),
+        "heldout": "; ".join(f"{split}: {joined(scores)}" for split, scores in heldout_scores(metrics).items()),
         "epochs": metrics.get("epochs_run"),
         "best_epoch": best_epoch(metrics, monitor),
         "train_minutes": round(metrics.get("train_seconds", 0.0) / 60.0, 1),
@@ -68,15 +89,14 @@ def row(name, overrides, metrics, monitor, minutes):
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    split = argv.index("--trial") if "--trial" in argv else len(argv)
+    options, trial_words = split_arguments(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(prog="python -m benchmarks.recipe_trials", description=__doc__.splitlines()[0])
     parser.add_argument("recipe")
     parser.add_argument("--output-dir", required=True)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="overrides of every trial")
     parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args(argv[:split])
-    trials = parse_trials(argv[split:])
+    args = parser.parse_args(options)
+    trials = parse_trials(trial_words)
 
     from seqtasks.recipe import load_recipe
 
@@ -98,15 +118,16 @@ def main(argv=None):
             continue
         rows.append(row(name, overrides, json.loads(runs[-1].read_text()), monitor, minutes))
         print(json.dumps(rows[-1]), flush=True)
-    print("| trial | overrides | validation | epochs (best) | training min | whole min |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| trial | overrides | validation | held out | epochs (best) | training min | whole min |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for entry in rows:
         if "failed" in entry:
-            print(f"| {entry['trial']} | {' '.join(entry['overrides'])} | failed | | | |")
+            print(f"| {entry['trial']} | {' '.join(entry['overrides'])} | failed | | | | |")
             continue
         print(
             f"| {entry['trial']} | {' '.join(entry['overrides']) or '(recipe)'} | {entry['validation']} | "
-            f"{entry['epochs']} ({entry['best_epoch']}) | {entry['train_minutes']} | {entry['whole_minutes']} |"
+            f"{entry['heldout']} | {entry['epochs']} ({entry['best_epoch']}) | {entry['train_minutes']} | "
+            f"{entry['whole_minutes']} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

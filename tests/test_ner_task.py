@@ -4,7 +4,7 @@ import json
 
 import pytest
 from conftest import check_eval_export_predict, seqtasks_command, serve_in_tensorflow_only
-from trained_runs import NER
+from trained_runs import NER, NER_ENSEMBLE
 
 from seqtasks.export.serving_limits import text_character_limit
 
@@ -91,6 +91,68 @@ def test_saved_model_tags_whitespace_tokens_like_the_run(ner_run):
             start, end = answer["entity_start"]["value"][index][k], answer["entity_end"]["value"][index][k]
             assert answer["entity_text"]["value"][index][k] == text[start:end]
             assert 0.0 < answer["entity_score"]["value"][index][k] <= 1.0
+
+
+@pytest.fixture(scope="module")
+def ensemble_run(run_cache):
+    """The tiny NER run as an ensemble of two taggers with self-attention, its best epoch chosen by val_f1."""
+    return run_cache.get(NER_ENSEMBLE)
+
+
+@pytest.mark.slow
+def test_an_ensemble_run_evaluates_and_serves_with_its_members_mean_scores(ensemble_run):
+    import keras
+    import numpy as np
+
+    from layer_test_utils import tagger_inputs
+    from seqtasks.models import SequenceTaggerEnsemble
+
+    root, run_dir, output = ensemble_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    model = keras.models.load_model(run_dir / "model" / "model.keras", safe_mode=True, compile=False)
+    assert isinstance(model, SequenceTaggerEnsemble) and model.members == 2
+    assert metrics["parameters"] == model.count_params() == 2 * model.member_models[0].count_params()
+    assert set(metrics["heldout"]) == {"f1", "precision", "recall"} and "Attention maps: " in output
+    # The kept weights are those of the epoch of the best decoded F1 on validation, as seqeval scores it after.
+    history = metrics["history"]
+    assert len(history["f1"]) == len(history["val_f1"]) == len(history["val_loss"]) == 3
+    assert metrics["validation"]["f1"] == pytest.approx(max(history["val_f1"]), abs=1e-6)
+    # The members start from their own initial weights and train apart.
+    x = tagger_inputs([[3, 4, 5]])
+    first, second = (keras.ops.convert_to_numpy(member(x)) for member in model.member_models)
+    assert not np.allclose(first, second)
+    sentences = (run_dir / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:5]
+    rows = [[line.split("\t") for line in sentence.strip().splitlines()] for sentence in sentences]
+    texts = [" ".join(r[0] for r in row) for row in rows]
+    out = serve_in_tensorflow_only(root / "saved_models" / "tiny" / "1", {"validation": texts})["validation"]
+    for index, row in enumerate(rows):
+        assert out["tags"]["value"][index][: len(row)] == [r[2] for r in row]
+        count = out["entity_count"]["value"][index]
+        assert count == sum(r[2].startswith("B-") for r in row)
+        for k in range(count):
+            start, end = out["entity_start"]["value"][index][k], out["entity_end"]["value"][index][k]
+            assert out["entity_text"]["value"][index][k] == texts[index][start:end]
+            assert 0.0 < out["entity_score"]["value"][index][k] <= 1.0
+
+
+@pytest.mark.slow
+def test_the_members_benchmark_scores_each_member_and_the_ensemble_as_the_run_does(ensemble_run, ner_run, tmp_path):
+    from benchmarks.ensemble_members import main, measure
+    from seqtasks.errors import SeqtasksError
+
+    _, run_dir, _ = ensemble_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    before = sorted(path.name for path in run_dir.rglob("*"))
+    result = measure(run_dir)
+    assert result["members"] == 2 and set(result["splits"]) == {"validation", "heldout"}
+    for split, scores in result["splits"].items():
+        assert scores["ensemble"] == pytest.approx(metrics[split], abs=1e-9)
+        assert len(scores["members"]) == 2 and all(set(m) == {"f1", "precision", "recall"} for m in scores["members"])
+    assert sorted(path.name for path in run_dir.rglob("*")) == before  # the run folder is not written
+    assert main([str(run_dir), "--json", str(tmp_path / "out.json")]) == 0
+    assert json.loads((tmp_path / "out.json").read_text()) == result
+    with pytest.raises(SeqtasksError, match="its model is not an ensemble of members trained together"):
+        measure(ner_run[1])
 
 
 def test_tag_vocabulary_and_unknown_validation_types():
@@ -224,3 +286,37 @@ def test_singletons_come_last_in_the_vocabulary_only_with_singleton_unk(tmp_path
     restored.restore(tmp_path)
     rebuilt = restored.build_model()
     assert (rebuilt.first_singleton, rebuilt.word_vocab_size) == (5, 7)
+
+
+def test_an_ensembles_members_each_start_from_the_word_vectors(tmp_path):
+    import keras
+    import numpy as np
+
+    from seqtasks.models import SequenceTaggerEnsemble
+    from seqtasks.recipe import load_recipe
+    from seqtasks.tasks import make_task
+
+    (tmp_path / "train.conll").write_text("Paris\tB-LOC\nis\tO\nbig\tO\n\nRome\tB-LOC\n\n", encoding="utf-8")
+    (tmp_path / "dev.conll").write_text("Rome\tB-LOC\n\n", encoding="utf-8")
+    (tmp_path / "vectors.txt").write_text("paris 1 2 3\nrome 4 5 6\nis 7 8 9\n", encoding="utf-8")
+    (tmp_path / "r.yaml").write_text(
+        "task: ner\ndata:\n  path: train.conll\n  validation_path: dev.conll\n  tag_column: 1\n"
+        "model:\n  word_embedding_dim: 3\n  ensemble: 3\n"
+        "  word_vectors: {path: vectors.txt, fine_tune: never}\n  encoder: {units: 4, bidirectional: true}\n"
+    )
+    task = make_task(load_recipe(tmp_path / "r.yaml"))
+    train, validation = task.read_splits()
+    (tmp_path / "run").mkdir()
+    task.prepare(train, validation, tmp_path / "run")
+    model = task.build_model()
+    assert isinstance(model, SequenceTaggerEnsemble) and model.members == 3
+    vocab = (tmp_path / "run" / "word_vocab.txt").read_text(encoding="utf-8").split()
+    for member in model.member_models:
+        table = keras.ops.convert_to_numpy(member.word_embedding.embeddings)
+        np.testing.assert_array_equal(table[vocab.index("rome")], [4, 5, 6])
+        np.testing.assert_array_equal(table[vocab.index("is")], [7, 8, 9])
+        assert not member.word_embedding.trainable  # fine_tune: never holds for every member
+    from seqtasks.errors import SeqtasksError
+
+    with pytest.raises(SeqtasksError, match=r"model\.ensemble.*at most 16; got 17"):
+        load_recipe(tmp_path / "r.yaml", ["model.ensemble=17"])

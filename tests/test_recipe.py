@@ -932,7 +932,7 @@ TOP_LEVEL = "task, name, description, seed, backend, data, model, training, eval
         ("task: toy\ntraining:\n  monitor: val_accuracy\n",
          "training.monitor: expected one of val_loss, val_token_accuracy for task toy; got 'val_accuracy' (line 3)"),
         ("task: ner\ndata: {path: t}\ntraining:\n  monitor: val_token_accuracy\n",
-         "training.monitor: expected one of val_loss for task ner; got 'val_token_accuracy' (line 4)"),
+         "training.monitor: expected one of val_loss, val_f1 for task ner; got 'val_token_accuracy' (line 4)"),
     ],
 )
 def test_exact_messages_of_bad_recipe_files(tmp_path, text, expected):

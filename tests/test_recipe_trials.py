@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.recipe_trials import best_epoch, parse_trials
+from benchmarks.recipe_trials import best_epoch, heldout_scores, parse_trials, row, split_arguments
 
 
 def test_trials_are_read_with_their_own_overrides_in_order():
@@ -31,3 +31,26 @@ def test_the_best_epoch_is_the_lowest_loss_or_the_highest_score_first_of_ties_an
     assert best_epoch({"history": history}, "val_token_accuracy") == 2
     assert best_epoch({"history": history}, "val_bleu") is None
     assert best_epoch({"history": {"val_loss": [None]}}, "val_loss") is None
+
+
+def test_options_may_come_before_or_after_the_trials():
+    argv = ["r.yaml", "--output-dir", "d", "--trial", "a", "x=1", "--trial", "b", "--json", "out.json"]
+    assert split_arguments(argv) == (["r.yaml", "--output-dir", "d", "--json", "out.json"],
+                                     ["--trial", "a", "x=1", "--trial", "b"])
+    assert split_arguments(["r.yaml", "--json", "o"]) == (["r.yaml", "--json", "o"], [])
+
+
+def test_the_row_gives_the_held_out_splits_scores_beside_validation():
+    metrics = {
+        "validation": {"f1": 0.94, "precision": 0.9417}, "final_validation": {"f1": 0.93, "precision": 0.92},
+        "heldout": {"f1": 0.8951, "precision": 0.9052}, "heldout_per_type": {"LOC": {"f1-score": 0.9}},
+        "word_vectors": {"dimension": 50}, "epochs_run": 18, "train_seconds": 1454.5,
+        "history": {"val_loss": [2.0, 1.5, 1.6]},
+    }
+    assert heldout_scores(metrics) == {"heldout": {"f1": 0.8951, "precision": 0.9052}}
+    assert heldout_scores({"heldout": {"f1": 0.5}}) == {}
+    assert row("t", ["x=1"], metrics, "val_loss", 25.04) == {
+        "trial": "t", "overrides": ["x=1"], "validation": "f1 0.94, precision 0.9417",
+        "heldout": "heldout: f1 0.8951, precision 0.9052", "epochs": 18, "best_epoch": 2, "train_minutes": 24.2,
+        "whole_minutes": 25.0,
+    }

@@ -151,3 +151,33 @@ def test_singleton_replacement_changes_training_outputs_but_not_decoding_or_infe
     assert not np.allclose(model(inputs, training=True), plain(inputs, training=True))
     copy = SequenceTagger.from_config(model.get_config())
     assert (copy.singleton_unk, copy.first_singleton) == (0.9, 8)
+
+
+@pytest.mark.parametrize("output_layer", ["crf", "softmax"])
+def test_with_tag_names_evaluation_logs_the_decoded_tags_seqeval_f1(output_layer):
+    from seqeval.metrics import f1_score
+
+    model = _tagger(output_layer, num_tags=5, tag_names=IOB2, **iob2_constraints(IOB2))
+    rows = [[3, 4, 5, 6], [7, 8], [9, 10, 11], [4]]
+    x = tagger_inputs(rows)
+    rng = np.random.default_rng(1)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    decoded = keras.ops.convert_to_numpy(model.decode(x))
+    y = np.where(x["words"] > 0, decoded, 0).astype("int32")
+    y[3, 0] = 3 if y[3, 0] != 3 else 1  # gold that the model gets wrong beside gold it gets right
+    y[2, :3] = [0, 1, 2]
+    model.compile(optimizer="adam")
+    logs = model.evaluate(x, y, batch_size=2, verbose=0, return_dict=True)
+    gold = [[IOB2[t] for t in y[i, : len(r)]] for i, r in enumerate(rows)]
+    predicted = [[IOB2[t] for t in decoded[i, : len(r)]] for i, r in enumerate(rows)]
+    assert logs["f1"] == pytest.approx(f1_score(gold, predicted), abs=1e-6)
+    assert 0.0 < logs["f1"] < 1.0
+    plain = _tagger(output_layer, num_tags=5)
+    plain.compile(optimizer="adam")
+    assert set(plain.evaluate(x, y, verbose=0, return_dict=True)) == {"loss"}
+
+
+def test_tag_names_must_name_every_tag():
+    with pytest.raises(ValueError, match=r"Expected 4 tag names, one per tag. Received: tag_names=\['O'\]"):
+        _tagger("crf", tag_names=["O"])

@@ -1,4 +1,4 @@
-"""What the README says two shipped recipes do against overfitting is what their files say (BENCHMARKS.md, issue 54)."""
+"""What the README says three shipped recipes choose (BENCHMARKS.md, issue 54) is what their files say."""
 
 from conftest import REPO
 
@@ -18,3 +18,10 @@ def test_the_flickr8k_recipe_decays_along_a_cosine_with_weight_decay_mirrors_and
 def test_the_20_minute_translation_recipe_weighs_the_mean_of_its_last_four_checkpoints():
     training = load_recipe(REPO / "recipes" / "translation-anki-spa-eng.yaml").training
     assert training.average_last == training.keep_checkpoints == 4 and training.ema_momentum is None
+
+
+def test_the_conll_recipe_ensembles_three_taggers_and_keeps_the_epoch_of_the_best_validation_f1():
+    recipe = load_recipe(REPO / "recipes" / "ner-conll2003.yaml")
+    assert recipe.model.ensemble == 3 and recipe.model.output == "crf"
+    assert recipe.training.monitor == "val_f1" and recipe.training.early_stopping_patience == 5
+    assert recipe.training.max_minutes == 60

@@ -9,7 +9,7 @@ from fit_helpers import small_model as _model
 from seqtasks.training.checkpoints import read_state, restore
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import TrainingConfig
-from seqtasks.training.fit import fit, make_optimizer
+from seqtasks.training.fit import fit, make_optimizer, monitor_mode
 
 
 @pytest.mark.slow
@@ -233,6 +233,21 @@ def test_a_constant_rate_keeps_a_float_and_a_schedule_needs_no_optimizer_variabl
     scheduled = make_optimizer(TrainingConfig(learning_rate=0.01, learning_rate_schedule="inverse_time"))
     assert not isinstance(constant.learning_rate, float) and float(constant.learning_rate) == pytest.approx(0.01)
     assert scheduled._learning_rate.kind == "inverse_time" and scheduled._learning_rate.decay == 0.05
+
+
+@pytest.mark.parametrize("name, expected", [("adam", "Adam"), ("adamw", "AdamW"), ("sgd", "SGD"), ("rmsprop", "RMSprop")])
+def test_the_recipe_names_the_optimizer_its_gradient_clipping_and_the_cosine_s_epochs(name, expected):
+    config = TrainingConfig(optimizer=name, clipnorm=2.5, learning_rate=0.01, learning_rate_schedule="cosine", epochs=7)
+    optimizer = make_optimizer(config)
+    assert type(optimizer).__name__ == expected and optimizer.clipnorm == 2.5
+    assert optimizer._learning_rate.kind == "cosine" and optimizer._learning_rate.epochs == 7
+    assert make_optimizer(TrainingConfig(optimizer=name)).clipnorm == TrainingConfig().clipnorm
+
+
+def test_a_loss_is_minimised_and_any_score_maximised_in_keras_own_words():
+    # Exactly "min" or "max": Keras reads anything else as "auto", which minimises val_f1.
+    assert [monitor_mode(m) for m in ("val_loss", "loss", "val_f1", "val_accuracy", "val_token_accuracy")] == [
+        "min", "min", "max", "max", "max"]
 
 
 def _scheduled_model(**training):

@@ -249,6 +249,8 @@ NER = RunSpec(
     files=(("train.conll", ner_documents()), ("dev.conll", conll_sentences(SHIPPED / "ner-sample.dev.conll", 60))),
 )
 
+NER_ENSEMBLE = NER.but("ner-ensemble", "model.ensemble=2", "model.self_attention=luong", "training.monitor=val_f1")
+
 SENTIMENT = RunSpec("sentiment", text=SENTIMENT_RECIPE, files=(("reviews.tsv", sentiment_reviews()),))
 SENTIMENT_ENSEMBLE = SENTIMENT.but("sentiment-ensemble", "model.ensemble=2", "model.pooling=max", "training.epochs=3")
 

@@ -356,14 +356,16 @@ class CRF(keras.layers.Layer):
         self.built = True
 
     def call(self, potentials, mask=None):
-        return viterbi_decode(potentials, mask, *self._constrained_scores())
+        return viterbi_decode(potentials, mask, *self.constrained_scores())
 
     def segment_log_probs(self, potentials, tags, starts, continuation, mask=None):
         """`segment_log_probs` under the constrained scores that calling the layer decodes with."""
-        transitions, start_scores, end_scores = self._constrained_scores()
+        transitions, start_scores, end_scores = self.constrained_scores()
         return segment_log_probs(potentials, mask, transitions, start_scores, end_scores, tags, starts, continuation)
 
-    def _constrained_scores(self):
+    def constrained_scores(self):
+        """`(transitions, start_scores, end_scores)` float32 as decoding uses them: `FORBIDDEN` added where the
+        constraints forbid a move."""
         n = self.num_tags
         return (
             ops.cast(self.transitions, "float32") + constraint_scores(self.allowed_transitions, (n, n)),

@@ -4,6 +4,7 @@ from seqtasks.models.ensemble import Ensemble
 from seqtasks.models.image_captioner import ImageCaptioner
 from seqtasks.models.seq2seq import Seq2Seq
 from seqtasks.models.sequence_tagger import SequenceTagger
+from seqtasks.models.sequence_tagger_ensemble import SequenceTaggerEnsemble
 from seqtasks.models.text_classifier import TextClassifier
 
-__all__ = ["Ensemble", "ImageCaptioner", "Seq2Seq", "SequenceTagger", "TextClassifier"]
+__all__ = ["Ensemble", "ImageCaptioner", "Seq2Seq", "SequenceTagger", "SequenceTaggerEnsemble", "TextClassifier"]

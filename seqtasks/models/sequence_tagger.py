@@ -5,11 +5,55 @@ from keras import ops
 
 from seqtasks.layers import CRF, CharacterCNN, SelfAttentionBlock, StackedRNN
 from seqtasks.layers.crf import check_constraints, constraint_scores, viterbi_decode
+from seqtasks.models.entity_f1 import EntityF1
 from seqtasks.training.losses import ReplicaAware, replica_share
 from seqtasks.text.special_ids import PAD_ID, UNK_ID
 
 # As many as `seqtasks.text.token_features` gives (TensorFlow code, kept out of the models).
 CASING_CLASSES = 6
+
+
+def tagger_arguments(
+    model_config, word_vocab_size, char_vocab_size, num_tags, seed=None, constraints=None, first_singleton=None,
+    tag_names=None,
+):
+    """`SequenceTagger`'s keyword arguments from a recipe's `model` section (see `SequenceTagger.from_recipe`)."""
+    return dict(
+        word_vocab_size=word_vocab_size,
+        char_vocab_size=char_vocab_size,
+        num_tags=num_tags,
+        word_embedding_dim=model_config.word_embedding_dim,
+        word_dropout=model_config.word_dropout,
+        singleton_unk=model_config.singleton_unk,
+        first_singleton=first_singleton,
+        char_embedding_dim=model_config.char_embedding_dim,
+        char_filters=model_config.char_filters,
+        char_kernel_size=model_config.char_kernel_size,
+        casing=model_config.casing,
+        encoder=dataclasses.asdict(model_config.encoder),
+        dropout=model_config.dropout,
+        output_layer=model_config.output,
+        self_attention=model_config.self_attention,
+        self_attention_units=model_config.self_attention_units,
+        seed=seed,
+        tag_names=tag_names,
+        **(constraints or {}),
+    )
+
+
+def segment_sums(log_probabilities, mask, tags, starts):
+    """Per token, the sum of the chosen tags' log probabilities `(batch, time, num_tags)` since its segment's
+    start: a segment's log probability when each token is tagged alone; 0 at padding."""
+    tags = ops.where(mask, ops.cast(tags, "int32"), 0)
+    chosen = ops.take_along_axis(log_probabilities, ops.expand_dims(tags, -1), axis=-1)[..., 0]
+    steps = ops.transpose(ops.stack([chosen, ops.cast(starts, "float32")], axis=-1), (1, 0, 2))
+
+    def segment(total, step):
+        total = ops.where(step[:, 1] > 0.5, step[:, 0], total + step[:, 0])
+        return total, total
+
+    _, totals = ops.scan(segment, ops.zeros_like(steps[0, :, 0]), steps)
+    return ops.where(mask, ops.transpose(totals, (1, 0)), 0.0)
 
 
 @keras.saving.register_keras_serializable(package="seqtasks")
@@ -50,6 +94,10 @@ class SequenceTagger(ReplicaAware, keras.Model):
         self_attention_units: int, the Bahdanau score's hidden size.
         allowed_transitions, allowed_starts: optional booleans as `CRF`
             takes them (`[from][to]`, and per tag); `None` allows all.
+        tag_names: optional IOB2 name of each tag id; with them, training
+            and validation log the decoded tags' entity F1 (`EntityF1`) as
+            `f1` and `val_f1`, which `training.monitor` can follow (the
+            loss computation decodes each batch to count them).
         **kwargs: other keyword arguments of `keras.Model`.
 
     Call arguments:
@@ -89,6 +137,7 @@ class SequenceTagger(ReplicaAware, keras.Model):
         allowed_starts=None,
         self_attention="none",
         self_attention_units=64,
+        tag_names=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -111,6 +160,10 @@ class SequenceTagger(ReplicaAware, keras.Model):
         self.seed = seed
         self.self_attention = self_attention
         self.self_attention_units = self_attention_units
+        self.tag_names = None if tag_names is None else list(tag_names)
+        if self.tag_names is not None and len(self.tag_names) != num_tags:
+            raise ValueError(f"Expected {num_tags} tag names, one per tag. Received: tag_names={self.tag_names!r}")
+        self.entity_f1 = None if self.tag_names is None else EntityF1(self.tag_names, name="f1")
         self.allowed_transitions, self.allowed_starts = check_constraints(num_tags, allowed_transitions, allowed_starts)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.word_embedding = keras.layers.Embedding(word_vocab_size, word_embedding_dim, dtype=self.dtype_policy, name="word_embedding")
@@ -140,28 +193,15 @@ class SequenceTagger(ReplicaAware, keras.Model):
 
     @classmethod
     def from_recipe(
-        cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None, constraints=None, first_singleton=None
+        cls, model_config, word_vocab_size, char_vocab_size, num_tags, seed=None, constraints=None, first_singleton=None,
+        tag_names=None,
     ):
         """The tagger a recipe's `model` section describes; `constraints`: a dict like `iob2_constraints` gives."""
         return cls(
-            word_vocab_size,
-            char_vocab_size,
-            num_tags,
-            word_embedding_dim=model_config.word_embedding_dim,
-            word_dropout=model_config.word_dropout,
-            singleton_unk=model_config.singleton_unk,
-            first_singleton=first_singleton,
-            char_embedding_dim=model_config.char_embedding_dim,
-            char_filters=model_config.char_filters,
-            char_kernel_size=model_config.char_kernel_size,
-            casing=model_config.casing,
-            encoder=dataclasses.asdict(model_config.encoder),
-            dropout=model_config.dropout,
-            output_layer=model_config.output,
-            self_attention=model_config.self_attention,
-            self_attention_units=model_config.self_attention_units,
-            seed=seed,
-            **(constraints or {}),
+            **tagger_arguments(
+                model_config, word_vocab_size, char_vocab_size, num_tags, seed, constraints, first_singleton,
+                tag_names,
+            )
         )
 
     @property
@@ -227,16 +267,29 @@ class SequenceTagger(ReplicaAware, keras.Model):
         return potentials, self._best_tags(potentials, ops.not_equal(ops.cast(inputs["words"], "int32"), PAD_ID))
 
     def _best_tags(self, potentials, mask):
-        if self.crf is not None:
-            return self.crf(potentials, mask=mask)[0]
-        if self.allowed_transitions is None and self.allowed_starts is None:
+        if self.crf is None and self.allowed_transitions is None and self.allowed_starts is None:
             tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
             return ops.where(mask, tags, ops.zeros_like(tags))
+        return viterbi_decode(self.emission_scores(potentials), mask, *self.decoding_scores())[0]
+
+    def emission_scores(self, potentials):
+        """The float32 per-token scores that decoding adds up along a path: the potentials with a CRF, their
+        log-softmax without."""
+        potentials = ops.cast(potentials, "float32")
+        return potentials if self.crf is not None else ops.log_softmax(potentials, axis=-1)
+
+    def decoding_scores(self):
+        """`(transitions (num_tags, num_tags), start_scores, end_scores)`, float32: what decoding adds to a
+        path's `emission_scores`. The CRF's learned scores, or 0 without one; `FORBIDDEN` where the
+        constraints forbid a move."""
+        if self.crf is not None:
+            return self.crf.constrained_scores()
         n = self.num_tags
-        log_probabilities = ops.log_softmax(ops.cast(potentials, "float32"), axis=-1)
-        transitions = constraint_scores(self.allowed_transitions, (n, n))
-        starts = constraint_scores(self.allowed_starts, (n,))
-        return viterbi_decode(log_probabilities, mask, transitions, starts, ops.zeros((n,), "float32"))[0]
+        return (
+            constraint_scores(self.allowed_transitions, (n, n)),
+            constraint_scores(self.allowed_starts, (n,)),
+            ops.zeros((n,), "float32"),
+        )
 
     def segment_log_probs(self, inputs, tags, starts, continuation, potentials=None):
         """The log probability of each segment of a tag path (inference mode): an entity span's confidence.
@@ -266,17 +319,7 @@ class SequenceTagger(ReplicaAware, keras.Model):
         mask = ops.not_equal(ops.cast(inputs["words"], "int32"), PAD_ID)
         if self.crf is not None:
             return self.crf.segment_log_probs(potentials, tags, starts, continuation, mask=mask)
-        log_probabilities = ops.log_softmax(ops.cast(potentials, "float32"), axis=-1)
-        tags = ops.where(mask, ops.cast(tags, "int32"), 0)
-        chosen = ops.take_along_axis(log_probabilities, ops.expand_dims(tags, -1), axis=-1)[..., 0]
-        steps = ops.transpose(ops.stack([chosen, ops.cast(starts, "float32")], axis=-1), (1, 0, 2))
-
-        def segment(total, step):
-            total = ops.where(step[:, 1] > 0.5, step[:, 0], total + step[:, 0])
-            return total, total
-
-        _, totals = ops.scan(segment, ops.zeros_like(steps[0, :, 0]), steps)
-        return ops.where(mask, ops.transpose(totals, (1, 0)), 0.0)
+        return segment_sums(ops.log_softmax(ops.cast(potentials, "float32"), axis=-1), mask, tags, starts)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         mask = ops.not_equal(ops.cast(x["words"], "int32"), PAD_ID)
@@ -296,6 +339,9 @@ class SequenceTagger(ReplicaAware, keras.Model):
         losses = self.losses
         if losses:
             loss = loss + ops.sum(losses)
+        if self.entity_f1 is not None:
+            # Here rather than in `compute_metrics`: under JAX only the loss's scope can read the CRF's weights.
+            self.entity_f1.update_state(y, self._best_tags(y_pred, mask), mask)
         return loss / self.replicas.count()
 
     def get_config(self):
@@ -321,6 +367,7 @@ class SequenceTagger(ReplicaAware, keras.Model):
                 "allowed_starts": self.allowed_starts,
                 "self_attention": self.self_attention,
                 "self_attention_units": self.self_attention_units,
+                "tag_names": self.tag_names,
             }
         )
         return config

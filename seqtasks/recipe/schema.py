@@ -25,6 +25,7 @@ MAX_EXAMPLES = 10_000_000
 MAX_BATCH = 1_048_576
 MAX_EPOCHS = 100_000
 MAX_COLUMN = 1_000
+MAX_ENSEMBLE = 16  # models trained side by side in one run
 
 
 def spec(default, doc, **bounds):
@@ -225,7 +226,8 @@ class TrainingConfig:
     monitor: str = spec(
         "val_loss",
         "Validation metric that picks the best checkpoint and drives early stopping: val_loss, "
-        "or an accuracy the task reports (val_token_accuracy for translation, val_accuracy for sentiment).",
+        "or a score the task reports (val_token_accuracy for translation, val_accuracy for sentiment, val_f1, "
+        "the decoded entities' F1, for ner).",
     )
     max_minutes: Optional[float] = spec(
         None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01
@@ -534,7 +536,7 @@ class TextClassifierModelConfig:
         "loss term (the training loss is their sum); validation, evaluation and the export use the mean of their "
         "class probabilities. Training time and parameters grow about this many times.",
         min=1,
-        max=16,
+        max=MAX_ENSEMBLE,
     )
 
     def check(self):
@@ -642,6 +644,15 @@ class TaggerModelConfig:
         "residual + layer norm), with Luong's general score or Bahdanau's.",
     )
     self_attention_units: int = spec(64, "The Bahdanau self-attention's hidden size.", min=1, max=MAX_SIZE)
+    ensemble: int = spec(
+        1,
+        "Taggers of these settings trained side by side from different initial weights, each with its own loss "
+        "term (the training and validation losses are their sums); evaluation and the export decode with the "
+        "mean of their scores (with a CRF: of their potentials and transition scores). Training time and parameters "
+        "grow about this many times.",
+        min=1,
+        max=MAX_ENSEMBLE,
+    )
 
 
 @dataclass

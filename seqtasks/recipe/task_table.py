@@ -118,6 +118,7 @@ TASKS = {
             model_config=TaggerModelConfig,
             implementation="seqtasks.tasks.ner.task:NerTask",
             headline="f1",
+            monitors=("val_loss", "val_f1"),
             serving_outputs=("tags", "tokens", "token_start", "token_end", "entity_count", "entity_start",
                              "entity_end", "entity_type", "entity_text", "entity_score"),
             client_method="tag",

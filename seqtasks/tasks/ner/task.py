@@ -13,6 +13,11 @@ _SINGLETONS_FILE = "first_singleton.txt"
 _PRETOKENIZER_SAMPLE = 2000
 
 
+def _embeddings(model):
+    """The word embedding layers of a tagger or of every member of an ensemble."""
+    return [member.word_embedding for member in getattr(model, "member_models", [model])]
+
+
 def tag_vocabulary(config, train, validation):
     """`O` first, then `B-`/`I-` of every entity type in the training data, sorted."""
     from seqtasks.errors import SeqtasksError
@@ -75,7 +80,8 @@ def predict_tags(model, featurizer, tags, sentences, batch_size):
 
 
 class NerTask(Task):
-    """CoNLL sentences -> word, character and tag vocabularies -> `SequenceTagger` -> seqeval entity F1."""
+    """CoNLL sentences -> word, character and tag vocabularies -> `SequenceTagger` (or an ensemble of them)
+    -> seqeval entity F1."""
 
     def read_splits(self):
         from seqtasks.data.conll import read_conll_documents, split_documents
@@ -205,21 +211,23 @@ class NerTask(Task):
 
     def build_model(self):
         from seqtasks.layers.crf import iob2_constraints
-        from seqtasks.models import SequenceTagger
+        from seqtasks.models import SequenceTagger, SequenceTaggerEnsemble
 
         from seqtasks.models.pretrained_vectors import apply_vectors
 
+        model_class = SequenceTaggerEnsemble if self.recipe.model.ensemble > 1 else SequenceTagger
         # Decoding (CRF or softmax) only returns valid IOB2: no I-X after O or another type.
-        model = SequenceTagger.from_recipe(
+        model = model_class.from_recipe(
             self.recipe.model,
             *self.vocabulary_sizes,
             len(self.tags),
             seed=self.recipe.seed,
             constraints=iob2_constraints(self.tags),
             first_singleton=self.first_singleton,
+            tag_names=self.tags,
         )
         model.build()
-        apply_vectors(self.recipe.model.word_vectors, [model.word_embedding], getattr(self, "initial_vectors", None))
+        apply_vectors(self.recipe.model.word_vectors, _embeddings(model), getattr(self, "initial_vectors", None))
         return model
 
     def compile_model(self, model):
@@ -228,7 +236,7 @@ class NerTask(Task):
         from seqtasks.training.fit import make_optimizer
 
         optimizer = make_optimizer(self.recipe.training)
-        freeze_for_epochs(self.recipe.model.word_vectors, [model.word_embedding], optimizer)
+        freeze_for_epochs(self.recipe.model.word_vectors, _embeddings(model), optimizer)
         # The tagger computes its own loss (CRF log-likelihood or masked cross-entropy), weighing each replica
         # of a distributed step by its share of the batch: the strategy's replicas come in here.
         model.compile(optimizer=optimizer)
