@@ -229,3 +229,18 @@ def tagger_inputs(rows, chars=4):
     characters = np.where(words[:, :, None] > 0, (words[:, :, None] + np.arange(chars)) % 9 + 1, 0).astype("int32")
     casing = np.where(words > 0, words % 5 + 1, 0).astype("int32")
     return {"words": words, "characters": characters, "casing": casing}
+
+
+def check_replicas_reach_every_member(ensemble):
+    """An in-run ensemble (`member_models`) passes `use_replicas` on to each member: every member's loss weighs
+    its share of the step's tokens or sentences as the ensemble's does."""
+    from seqtasks.training.losses import ONE_REPLICA
+
+    class TwoReplicas:
+        def count(self):
+            return 2
+
+    assert all(member.replicas is ONE_REPLICA for member in ensemble.member_models)
+    replicas = TwoReplicas()
+    ensemble.use_replicas(replicas)
+    assert ensemble.replicas is replicas and all(member.replicas is replicas for member in ensemble.member_models)

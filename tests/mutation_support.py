@@ -14,8 +14,13 @@ from pathlib import Path
 _getfullargspec = inspect.getfullargspec
 
 
+# The wrapper's name: `_trampoline_wrapper` in mutmut 3.8.0's generated code, `trampoline` in 3.8.1's
+# `mutmut.mutation.trampoline`.
+_TRAMPOLINES = ("_trampoline_wrapper", "trampoline")
+
+
 def _getfullargspec_through_trampolines(function):
-    if getattr(getattr(function, "__code__", None), "co_name", "") == "_trampoline_wrapper":
+    if getattr(getattr(function, "__code__", None), "co_name", "") in _TRAMPOLINES and hasattr(function, "__wrapped__"):
         function = inspect.unwrap(function)
     return _getfullargspec(function)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import REPO, check_eval_export_predict, run_recipe, seqtasks_command, serve_in_tensorflow_only
-from trained_runs import CAPTIONING
+from trained_runs import CAPTIONING, CAPTIONING_ENSEMBLE
 
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
@@ -188,6 +188,28 @@ def test_fine_tuning_trains_the_backbone_head_and_the_export_uses_it(tmp_path):
         [SHAPES / "images" / f"dev_{i:03d}.png" for i in range(3)], batch_size=2
     )
     assert [caption.text for caption in captions] == expected
+
+
+@pytest.mark.slow
+def test_an_ensemble_run_trains_its_captioners_apart_and_evaluates_and_serves_them_together(run_cache):
+    from seqtasks.models import ImageCaptioner, ImageCaptionerEnsemble
+
+    root, run_dir, _ = run_cache.get(CAPTIONING_ENSEMBLE)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    model = keras.models.load_model(run_dir / "model" / "model.keras", safe_mode=True, compile=False)
+    assert isinstance(model, ImageCaptionerEnsemble) and model.members == 2
+    assert all(isinstance(member, ImageCaptioner) for member in model.member_models)
+    assert metrics["parameters"] == model.count_params() == 2 * model.member_models[0].count_params()
+    assert metrics["averaging"]["last"] == 2 and metrics["averaging"]["kept"] in ("average", "final")
+    assert len(metrics["history"]["token_accuracy"]) == len(metrics["history"]["val_loss"]) == 2
+    # The members train apart: their CNNs differ.
+    first, second = (keras.ops.convert_to_numpy(member.cnn_layers[0].kernel) for member in model.member_models)
+    assert not np.allclose(first, second)
+    rows = [line.split("\t") for line in (run_dir / "captions.tsv").read_text().splitlines()]
+    # The export decodes with both members together, as the run's evaluation did.
+    png = [(SHAPES / "images" / row[0]).read_bytes() for row in rows[:3]]
+    out = serve_in_tensorflow_only(root / "saved_models" / "captioning" / "1", {"png": png}, input_name="image")
+    assert out["png"]["caption"]["value"] == [row[1] for row in rows[:3]]
 
 
 def test_declared_size_reads_jpeg_png_and_bmp_headers_without_decoding():

@@ -816,6 +816,12 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
             f"task: captioning\n{CAPTIONS}model:\n  attention:\n    type: none\n",
             "model.attention.type: captioning attends over the image grid; use 'bahdanau' or 'luong' (line 5)",
         ),
+        (
+            f"task: captioning\n{CAPTIONS}model:\n  ensemble: 2\n  backbone: {{type: file, path: b.keras, "
+            "fine_tune_from: block3}\n",
+            "model.ensemble: the members cannot share a fine-tuned backbone stage (backbone.fine_tune_from); "
+            "expected 1 or no fine_tune_from (line 4)",
+        ),
     ],
 )
 def test_each_cross_field_check_names_the_field_and_says_why(tmp_path, text, expected):

@@ -5,11 +5,10 @@ import itertools
 import keras
 import numpy as np
 import pytest
-from layer_test_utils import tagger_inputs
+from layer_test_utils import check_replicas_reach_every_member, tagger_inputs
 
 from seqtasks.layers.crf import iob2_constraints
 from seqtasks.models import SequenceTagger, SequenceTaggerEnsemble
-from seqtasks.training.losses import ONE_REPLICA
 
 pytestmark = pytest.mark.backends
 
@@ -151,15 +150,7 @@ def test_the_loss_is_the_sum_of_the_members_losses_in_training_and_validation():
 
 
 def test_replicas_reach_every_member():
-    class TwoReplicas:
-        def count(self):
-            return 2
-
-    ensemble = SequenceTaggerEnsemble(2, _tagger())
-    assert all(member.replicas is ONE_REPLICA for member in ensemble.member_models)
-    replicas = TwoReplicas()
-    ensemble.use_replicas(replicas)
-    assert ensemble.replicas is replicas and all(member.replicas is replicas for member in ensemble.member_models)
+    check_replicas_reach_every_member(SequenceTaggerEnsemble(2, _tagger()))
 
 
 @pytest.mark.slow  # trains: the fast tier stays under 3 minutes

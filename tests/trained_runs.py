@@ -268,6 +268,10 @@ CAPTIONING = RunSpec(
         "model.decoder.deep_output=linear",
     ),
 )
+# Two captioners trained side by side, ending with the average of the last two checkpoints where it scores higher.
+CAPTIONING_ENSEMBLE = CAPTIONING.but(
+    "captioning-ensemble", "model.ensemble=2", "training.keep_checkpoints=2", "training.average_last=2"
+)
 
 # The whole default toy recipe: what it learns is the claim under test.
 TOY = RunSpec("toy", recipe="toy")

@@ -192,13 +192,23 @@ def score_ids(model, inputs, target_ids, length_penalty=0.0):
     target_ids = ops.cast(target_ids, "int32")
     start = ops.full((ops.shape(target_ids)[0], 1), START_ID, dtype="int32")
     target_in = ops.concatenate([start, target_ids[:, :-1]], axis=1)
-    log_probs = ops.log_softmax(ops.cast(model((inputs, target_in), training=False), "float32"), axis=-1)
+    log_probs = token_log_probs(model, (inputs, target_in), training=False)
     tokens = ops.take_along_axis(log_probs, ops.expand_dims(target_ids, -1), axis=-1)[..., 0]
     kept = ops.not_equal(target_ids, PAD_ID)
     tokens = ops.where(kept, tokens, 0.0)
     total = ops.sum(tokens, axis=1)
     lengths = ops.sum(ops.cast(kept, "int32"), axis=1)
     return tokens, total, _length_normalised(target_ids, lengths, total, length_penalty)
+
+
+def token_log_probs(model, inputs, training=None):
+    """`(batch, T, vocab)` float32 log-probabilities a decoding model gives each target token (teacher forcing):
+    the log-softmax of its logits, or of an ensemble's `log_probs` (the geometric mean of its members'
+    distributions, renormalised; its call may stack the members' logits instead)."""
+    from keras import ops
+
+    scores = model.log_probs(inputs, training=training) if hasattr(model, "log_probs") else model(inputs, training=training)
+    return ops.log_softmax(ops.cast(scores, "float32"), axis=-1)
 
 
 def _length_normalised(ids, lengths, scores, alpha):

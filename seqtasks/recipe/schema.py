@@ -774,10 +774,21 @@ class CaptionerModelConfig:
         1.0, "λ of the doubly stochastic attention penalty λ·mean_i(1 - Σ_t α_ti)² (0: none).", min=0.0
     )
     decoding: DecodingConfig = section(DecodingConfig, "Search used for evaluation and export.")
+    ensemble: int = spec(
+        1,
+        "Captioners of these settings trained side by side from different initial weights, each with its own loss "
+        "term (the training and validation losses are their sums); evaluation and the export decode with the mean "
+        "of their log-probabilities at each step. Training time and parameters grow about this many times.",
+        min=1,
+        max=MAX_ENSEMBLE,
+    )
 
     def check(self):
         if self.attention.type == "none":
             return [("attention.type", "captioning attends over the image grid; use 'bahdanau' or 'luong'")]
+        if self.ensemble > 1 and self.backbone.fine_tune_from:
+            return [("ensemble", "the members cannot share a fine-tuned backbone stage (backbone.fine_tune_from); "
+                                 "expected 1 or no fine_tune_from")]
         if self.decoder.summary_input:
             return [("decoder.summary_input", "captioning attends over the image grid instead of reading a summary; set it false")]
         if self.attention.type == "luong" and self.attention.score == "dot":

@@ -56,7 +56,8 @@ def write_overlays(model, inputs, output_ids, names, vocab, image_folder, image_
 
 def grid_shape_of(model, input_shape, locations):
     """`(h, w)` of the attention grid: the model's own, else the squarest layout of `locations`."""
-    size = model.grid_size(input_shape)
+    # An ensemble of separate runs (`Ensemble`) does not say.
+    size = model.grid_size(input_shape) if hasattr(model, "grid_size") else None
     if size is not None:
         return size
     side = int(round(locations**0.5))
