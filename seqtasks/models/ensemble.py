@@ -110,6 +110,12 @@ class Ensemble(EnsembleDecoding, keras.Model):
         return self.log_probs(inputs, training=training)
 
 
+def check_member_count(members):
+    """The `members` argument of an ensemble trained in one run: an int of at least 2, else `ValueError`."""
+    if not isinstance(members, int) or isinstance(members, bool) or members < 2:
+        raise ValueError(f"Expected an int of at least 2. Received: members={members!r}")
+
+
 def _attends(model):
     return getattr(model.decoder_layer, "attention", "none") != "none"
 

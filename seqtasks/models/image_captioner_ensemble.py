@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from seqtasks.models.ensemble import EnsembleDecoding
+from seqtasks.models.ensemble import EnsembleDecoding, check_member_count
 from seqtasks.models.image_captioner import ImageCaptioner
 from seqtasks.text.special_ids import PAD_ID
 from seqtasks.training.losses import ReplicaAware, replica_share
@@ -60,8 +60,7 @@ class ImageCaptionerEnsemble(EnsembleDecoding, ReplicaAware, keras.Model):
 
     def __init__(self, members, captioner, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(members, int) or isinstance(members, bool) or members < 2:
-            raise ValueError(f"Expected an int of at least 2. Received: members={members!r}")
+        check_member_count(members)
         if captioner.get("grid_head") is not None:
             raise ValueError("Expected a captioner without grid_head: members cannot share a fine-tuned backbone "
                              "stage. Received: grid_head")

@@ -3,6 +3,7 @@ from keras import ops
 
 from seqtasks.layers.crf import segment_log_probs as crf_segment_log_probs
 from seqtasks.layers.crf import viterbi_decode
+from seqtasks.models.ensemble import check_member_count
 from seqtasks.models.entity_f1 import EntityF1
 from seqtasks.models.sequence_tagger import SequenceTagger, segment_sums, tagger_arguments
 from seqtasks.text.special_ids import PAD_ID
@@ -64,8 +65,7 @@ class SequenceTaggerEnsemble(ReplicaAware, keras.Model):
 
     def __init__(self, members, tagger, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(members, int) or isinstance(members, bool) or members < 2:
-            raise ValueError(f"Expected an int of at least 2. Received: members={members!r}")
+        check_member_count(members)
         self.members = members
         self.tagger = dict(tagger)
         seed = self.tagger.get("seed")

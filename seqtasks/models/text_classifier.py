@@ -6,6 +6,7 @@ import numpy as np
 from keras import ops
 
 from seqtasks.layers import AttentionPooling, SelfAttentionBlock, StackedRNN, StructuredSelfAttention
+from seqtasks.models.ensemble import check_member_count
 from seqtasks.text.special_ids import PAD_ID
 
 POOLINGS = ("last", "attention", "max", "structured")
@@ -263,8 +264,7 @@ class TextClassifierEnsemble(keras.Model):
 
     def __init__(self, members, classifier, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(members, int) or isinstance(members, bool) or members < 2:
-            raise ValueError(f"Expected an int of at least 2. Received: members={members!r}")
+        check_member_count(members)
         self.members = members
         self.classifier = dict(classifier)
         self.num_classes = self.classifier["num_classes"]
