@@ -192,6 +192,7 @@ def test_fine_tuning_trains_the_backbone_head_and_the_export_uses_it(tmp_path):
 
 @pytest.mark.slow
 def test_an_ensemble_run_trains_its_captioners_apart_and_evaluates_and_serves_them_together(run_cache):
+    # The run also samples its own words (scheduled sampling) and keeps the epoch of the best dev BLEU-4.
     from seqtasks.models import ImageCaptioner, ImageCaptionerEnsemble
 
     root, run_dir, _ = run_cache.get(CAPTIONING_ENSEMBLE)
@@ -202,6 +203,11 @@ def test_an_ensemble_run_trains_its_captioners_apart_and_evaluates_and_serves_th
     assert metrics["parameters"] == model.count_params() == 2 * model.member_models[0].count_params()
     assert metrics["averaging"]["last"] == 2 and metrics["averaging"]["kept"] in ("average", "final")
     assert len(metrics["history"]["token_accuracy"]) == len(metrics["history"]["val_loss"]) == 2
+    # Each epoch's dev BLEU-1..4 is logged; the epoch kept is the best by BLEU-4, which the evaluation finds again.
+    assert all(len(metrics["history"][f"val_bleu_{n}"]) == 2 for n in range(1, 5))
+    assert metrics["averaging"]["final"] == pytest.approx(max(metrics["history"]["val_bleu_4"]))
+    # The sampling probability rose to its setting at the last epoch.
+    assert [float(keras.ops.convert_to_numpy(m.sampling_probability)) for m in model.member_models] == [0.5, 0.5]
     # The members train apart: their CNNs differ.
     first, second = (keras.ops.convert_to_numpy(member.cnn_layers[0].kernel) for member in model.member_models)
     assert not np.allclose(first, second)

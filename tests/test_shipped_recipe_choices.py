@@ -20,8 +20,8 @@ def test_the_20_minute_translation_recipe_weighs_the_mean_of_its_last_four_check
     assert training.average_last == training.keep_checkpoints == 4 and training.ema_momentum is None
 
 
-def test_the_conll_recipe_ensembles_three_taggers_and_keeps_the_epoch_of_the_best_validation_f1():
+def test_the_conll_recipe_ensembles_five_taggers_and_keeps_the_epoch_of_the_best_validation_f1():
     recipe = load_recipe(REPO / "recipes" / "ner-conll2003.yaml")
-    assert recipe.model.ensemble == 3 and recipe.model.output == "crf"
+    assert recipe.model.ensemble == 5 and recipe.model.output == "crf"
     assert recipe.training.monitor == "val_f1" and recipe.training.early_stopping_patience == 5
     assert recipe.training.max_minutes == 60

@@ -16,8 +16,10 @@ from seqtasks.training.fit import fit, make_optimizer, monitor_mode
 @pytest.mark.core
 def test_time_budget_stops_training_mid_run(tmp_path):
     config = dataclasses.replace(TrainingConfig(), epochs=10_000, max_minutes=0.02)  # 1.2 s
-    history = fit(_model(), _data(20), _data(2), config, tmp_path)
+    history = fit(_model(), _data(20), _data(2), config, tmp_path, validation_scores=lambda model: {"val_s": 1.0})
     assert 1 <= len(history.history["loss"]) < 10_000
+    # The epoch stopped mid-way was validated and scored too.
+    assert len(history.history["val_s"]) == len(history.history["val_loss"]) == len(history.history["loss"])
     assert 0 < history.batches_seen < 20 * 10_000
     assert (tmp_path / "checkpoints" / "best.weights.h5").is_file()
     assert list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))
@@ -399,3 +401,58 @@ def test_the_xla_compilations_counted_while_training_are_returned_with_the_histo
     history = fit(model, _data(2), _data(2), dataclasses.replace(TrainingConfig(), epochs=2), tmp_path)
     assert history.xla_compilations == {"train_step": {"compilations": 1, "seconds": 0.25}}
     assert fit_metrics("toy", history, history.train_seconds, model)["xla_compilations"] == history.xla_compilations
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.parametrize(
+    "epochs, state, expected",
+    [
+        (1, None, [0.0]),
+        (2, None, [0.0, 1.0]),
+        (5, None, [0.0, 0.25, 0.5, 0.75, 1.0]),
+        # Resumed at the start of its fourth epoch: the schedule goes on where it was.
+        (5, {"epoch": 3, "batches_done": 0, "steps": 6, "done": False, "epoch_metrics": None}, [0.75, 1.0]),
+    ],
+)
+def test_a_model_that_asks_is_told_the_fraction_of_its_epochs_done_as_each_begins(epochs, state, expected, tmp_path):
+    model = _model()
+    seen = []
+    model.set_training_progress = seen.append
+    fit(model, _data(2), _data(1), dataclasses.replace(TrainingConfig(), epochs=epochs), tmp_path, state)
+    assert seen == pytest.approx(expected)
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.parametrize("ema_momentum", [None, 0.8])
+def test_scores_of_the_validated_weights_join_each_epoch_s_logs_pick_the_best_epoch_and_stop_early(ema_momentum, tmp_path):
+    values = iter([0.2, 0.9, 0.4, 0.95, 0.1])
+    scored = []
+
+    def score(model):
+        scored.append([np.array(w) for w in model.get_weights()])
+        return {"val_score": next(values), "val_other": -1.0}
+
+    config = dataclasses.replace(
+        TrainingConfig(), epochs=5, monitor="val_score", ema_momentum=ema_momentum, early_stopping_patience=1
+    )
+    model = _model_with(config)
+    history = fit(model, _data(5), _data(2), config, tmp_path, validation_scores=score)
+    # Early stopping reads the scores too: the third epoch is not better, so training stops there.
+    assert history.history["val_score"] == [0.2, 0.9, 0.4] and history.history["val_other"] == [-1.0] * 3
+    # The second epoch scored best: the model holds the weights scored then (their average, with EMA).
+    for got, want in zip(model.get_weights(), scored[1]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert not np.allclose(scored[1][0], scored[2][0])
+
+
+@pytest.mark.slow
+@pytest.mark.core
+def test_without_validation_data_nothing_is_scored(tmp_path):
+    def score(model):
+        raise AssertionError("scored without validation data")
+
+    history = fit(_model(), _data(2), None, dataclasses.replace(TrainingConfig(), epochs=2, monitor="loss"), tmp_path,
+                  validation_scores=score)
+    assert len(history.history["loss"]) == 2

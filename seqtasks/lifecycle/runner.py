@@ -102,7 +102,8 @@ class Runner:
         task.prepare(train, validation, self.run_dir)
         train_data, validation_data = task.datasets(train, validation)
         model, history, train_seconds = train_model(
-            self.recipe, self.run_dir, task.build_model, task.compile_model, train_data, validation_data
+            self.recipe, self.run_dir, task.build_model, task.compile_model, train_data, validation_data,
+            task.validation_scores(validation),
         )
         metrics = fit_metrics(self.recipe.task, history, train_seconds, model)
         for name, entry in metrics["xla_compilations"].items():

@@ -43,6 +43,15 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
             the decoder reads while training (the paper's dropout on the
             LSTM's input; its deep output reads them too).
         attention_penalty: float, `λ` of the doubly stochastic penalty.
+        scheduled_sampling: float in [0, 1], the probability, while
+            training, of reading the model's own word in place of the
+            reference's at each caption step after the first (scheduled
+            sampling). The words come from a first, teacher-forced pass in
+            inference mode without gradients, one drawn from each step's
+            distribution (padding never), so the second pass that is trained
+            reads a mix of reference and sampled words, all steps at once.
+            The probability in effect is the variable `sampling_probability`,
+            `scheduled_sampling` until `set_training_progress` moves it.
         **kwargs: other keyword arguments of `keras.Model`.
 
     Call arguments:
@@ -70,6 +79,10 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
     References:
         Xu et al., "Show, Attend and Tell: Neural Image Caption Generation
         with Visual Attention", ICML 2015.
+        Bengio et al., "Scheduled Sampling for Sequence Prediction with
+        Recurrent Neural Networks", NeurIPS 2015.
+        Duckworth et al., "Parallel Scheduled Sampling", 2019 (the two
+        passes).
     """
 
     def __init__(
@@ -82,6 +95,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
         feature_dropout=0.0,
         attention_penalty=1.0,
         embedding_dropout=0.0,
+        scheduled_sampling=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -105,6 +119,10 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
             )
         if attention_penalty < 0.0:
             raise ValueError(f"Expected attention_penalty >= 0. Received: attention_penalty={attention_penalty}")
+        if not 0.0 <= scheduled_sampling <= 1.0:
+            raise ValueError(
+                f"Expected scheduled_sampling in [0, 1]. Received: scheduled_sampling={scheduled_sampling}"
+            )
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
         self.decoder = dict(decoder or {"units": 64, "attention": "bahdanau"})
@@ -113,6 +131,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
         self.feature_dropout = float(feature_dropout)
         self.attention_penalty = float(attention_penalty)
         self.embedding_dropout = float(embedding_dropout)
+        self.scheduled_sampling = float(scheduled_sampling)
         self.cnn_layers = []
         for index, filters in enumerate(self.image_encoder or []):
             self.cnn_layers += [
@@ -156,7 +175,43 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
         self.decoder_layer.build((None, None, self.embedding_dim), (None, None, feature_dim))
         self.init_state_dense.build((None, feature_dim))
         self.output_dense.build((None, None, self.decoder_layer.attentional_size))
+        if self.scheduled_sampling > 0.0:  # only then: captioners saved without it load as they were
+            self.sampling_probability = self.add_weight(
+                shape=(),
+                initializer=keras.initializers.Constant(self.scheduled_sampling),
+                trainable=False,
+                name="sampling_probability",
+            )
         self.built = True
+
+    def set_training_progress(self, fraction):
+        """Sets `sampling_probability` to `scheduled_sampling * fraction`, `fraction` in [0, 1] of training done.
+
+        Training calls it at each epoch's start, so the captioner reads the
+        reference alone at first and its own words most at the end.
+        """
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"Expected fraction in [0, 1]. Received: fraction={fraction}")
+        if self.scheduled_sampling > 0.0:
+            self.sampling_probability.assign(self.scheduled_sampling * fraction)
+
+    def scheduled_inputs(self, images, target_ids):
+        """`target_ids` `(batch, T)` with each step after the first, padding aside, replaced with probability
+        `sampling_probability` by a word drawn from the captioner's distribution for it given the reference before."""
+        logits = ops.stop_gradient(self.output_dense(self._decode_sequence(images, target_ids, False)[0]))
+        never_pad = ops.where(ops.arange(self.vocab_size) == PAD_ID, -1e9, 0.0)
+        shape = ops.shape(target_ids)
+        drawn = keras.random.categorical(
+            ops.reshape(logits + never_pad, (-1, self.vocab_size)), 1, seed=self.decoder_layer.seed_generator
+        )
+        drawn = ops.cast(ops.reshape(drawn, shape), target_ids.dtype)
+        # The word drawn at step t is read at step t + 1.
+        previous = ops.concatenate([target_ids[:, :1], drawn[:, :-1]], axis=1)
+        swap = ops.logical_and(
+            keras.random.uniform(shape, seed=self.decoder_layer.seed_generator) < self.sampling_probability,
+            ops.logical_and(ops.arange(shape[1])[None, :] > 0, ops.not_equal(target_ids, PAD_ID)),
+        )
+        return ops.where(swap, previous, target_ids)
 
     def grid(self, images, training=None):
         """The feature grid `(batch, L, C)` float, from features or through the CNN."""
@@ -196,6 +251,8 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
 
     def call(self, inputs, training=None):
         images, target_ids = inputs
+        if training and self.scheduled_sampling > 0.0:
+            target_ids = self.scheduled_inputs(images, target_ids)
         outputs, weights = self._decode_sequence(images, target_ids, training)
         if training and self.attention_penalty > 0.0:
             self.add_loss(self.attention_penalty * attention_coverage_penalty(weights, target_ids))
@@ -230,6 +287,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
                 "feature_dropout": self.feature_dropout,
                 "attention_penalty": self.attention_penalty,
                 "embedding_dropout": self.embedding_dropout,
+                "scheduled_sampling": self.scheduled_sampling,
             }
         )
         return config

@@ -93,6 +93,11 @@ class ImageCaptionerEnsemble(EnsembleDecoding, ReplicaAware, keras.Model):
         for member in self.member_models:
             member.use_replicas(replicas)
 
+    def set_training_progress(self, fraction):
+        """Passes the fraction of training done to every member (`ImageCaptioner.set_training_progress`)."""
+        for member in self.member_models:
+            member.set_training_progress(fraction)
+
     def grid_size(self, input_shape):
         """The members' `(h, w)` grid of attention locations for inputs of `input_shape` (`ImageCaptioner.grid_size`)."""
         return self.member_models[0].grid_size(input_shape)

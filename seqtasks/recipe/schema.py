@@ -227,7 +227,8 @@ class TrainingConfig:
         "val_loss",
         "Validation metric that picks the best checkpoint and drives early stopping: val_loss, "
         "or a score the task reports (val_token_accuracy for translation, val_accuracy for sentiment, val_f1, "
-        "the decoded entities' F1, for ner).",
+        "the decoded entities' F1, for ner; val_bleu_4, the BLEU-4 of the validation images' decoded captions, "
+        "for captioning, at the cost of decoding them every epoch).",
     )
     max_minutes: Optional[float] = spec(
         None, "Stop training after this many minutes, mid-epoch if need be (null: no limit).", min=0.01
@@ -772,6 +773,14 @@ class CaptionerModelConfig:
     gate: bool = spec(True, "Scale the context by the learned gating scalar β of Show, Attend and Tell.")
     attention_penalty: float = spec(
         1.0, "λ of the doubly stochastic attention penalty λ·mean_i(1 - Σ_t α_ti)² (0: none).", min=0.0
+    )
+    scheduled_sampling: float = spec(
+        0.0,
+        "Scheduled sampling: the probability, at the last epoch, that a caption step reads a word drawn from the "
+        "captioner's own distribution instead of the reference's; it rises linearly from 0 at the first epoch over "
+        "training.epochs. Each training step costs one more forward pass (0: teacher forcing only).",
+        min=0.0,
+        max=1.0,
     )
     decoding: DecodingConfig = section(DecodingConfig, "Search used for evaluation and export.")
     ensemble: int = spec(

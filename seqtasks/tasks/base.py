@@ -127,6 +127,11 @@ class Task(abc.ABC):
         """
         return {}
 
+    def validation_scores(self, validation):
+        """None, or a callable from the model to `{log name: value}` that `fit` adds to each epoch's logs after
+        validation: scores of decoded `validation` examples that `training.monitor` may name."""
+        return None
+
     @abc.abstractmethod
     def evaluate(self, model, examples, out_dir):
         """An `Evaluation` of `model` on `examples`; predictions and figures are written into `out_dir`."""

@@ -106,7 +106,41 @@ def _stop_on_divergence(config, checkpoints):
     return StopOnDivergence()
 
 
-def fit(model, train_data, validation_data, config, run_dir, state=None):
+def _training_progress(epochs):
+    import keras
+
+    class TrainingProgress(keras.callbacks.Callback):
+        """Tells a model with `set_training_progress(fraction)` the fraction of `epochs` done as each epoch begins:
+        0 at the first, 1 at the last (a resumed epoch begins again)."""
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.model.set_training_progress(epoch / max(epochs - 1, 1))
+
+    return TrainingProgress()
+
+
+def _validation_scores(score):
+    import keras
+
+    class ValidationScores(keras.callbacks.Callback):
+        """Adds `score(model)`, named scores of the validation data, to each epoch's logs.
+
+        They are computed as validation ends (in every epoch, a stopped one
+        too), before `SwapEMAWeights` swaps the raw weights back, so they
+        score the weights validated; the callbacks after this one (early
+        stopping, checkpoints) see them.
+        """
+
+        def on_test_end(self, logs=None):
+            self.scores = score(self.model)
+
+        def on_epoch_end(self, epoch, logs=None):
+            logs.update(self.scores)
+
+    return ValidationScores()
+
+
+def fit(model, train_data, validation_data, config, run_dir, state=None, validation_scores=None):
     """Trains with `model.fit`, with checkpoints to resume from, logging to TensorBoard; keeps the best weights.
 
     `state` is the restored state of a resumed run (see
@@ -118,7 +152,10 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
     model (their moving average with `config.ema_momentum`) before returning the Keras history of the whole run, with
     `batches_seen`, the training steps run, and `train_seconds`. A loss that
     is not finite ends training with a `SeqtasksError`, the checkpoints from
-    before it untouched.
+    before it untouched. `validation_scores`, a callable from the model to
+    `{log name: value}` (scores of decoded validation outputs, such as
+    `val_bleu_4`), is called after each epoch's validation; `config.monitor`
+    may name what it returns.
     """
     import keras
 
@@ -152,6 +189,10 @@ def fit(model, train_data, validation_data, config, run_dir, state=None):
         # Validates the averaged weights, so they pick the best epoch; `checkpoints` saves the raw
         # ones (and the average with the optimizer's variables) after the swap back.
         callbacks.insert(1, keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
+    if validation_scores is not None and validation_data is not None:
+        callbacks.insert(1, _validation_scores(validation_scores))  # before SwapEMAWeights and what reads the logs
+    if hasattr(model, "set_training_progress"):
+        callbacks.append(_training_progress(config.epochs))
     progress = progress_callback(config, train_data, checkpoints)  # counts an epoch's batches: ETAs from epoch 1
     _set_steps_per_epoch(model, progress.steps)
     callbacks += [checkpoints, progress, keras.callbacks.TensorBoard(log_dir=str(run_dir / "logs"))]
@@ -302,12 +343,13 @@ def _logs_as_vectors(step):
     return wrapped
 
 
-def train_model(recipe, run_dir, make_model, compile_model, train_data, validation_data):
+def train_model(recipe, run_dir, make_model, compile_model, train_data, validation_data, validation_scores=None):
     """Builds and compiles under the recipe's strategy, fits, and saves `run_dir/model/model.keras`.
 
-    A run folder with a checkpoint resumes from it. Returns `(model, history,
-    train_seconds)`, the model holding the best weights; `train_seconds`
-    includes the time trained before a resumption.
+    A run folder with a checkpoint resumes from it; `validation_scores` is
+    `fit`'s. Returns `(model, history, train_seconds)`, the model holding
+    the best weights; `train_seconds` includes the time trained before a
+    resumption.
     """
     import keras
 
@@ -336,6 +378,6 @@ def train_model(recipe, run_dir, make_model, compile_model, train_data, validati
         print(f"Resuming from step {state['steps']} (epoch {state['epoch'] + 1}, batch {state['batches_done']})")
     # Keras' JAX trainer shards each batch by the distribution in scope; tf.distribute's model keeps its strategy.
     with strategy.scope() if backend == "jax" else contextlib.nullcontext():
-        history = fit(model, train_data, validation_data, recipe.training, run_dir, state)
+        history = fit(model, train_data, validation_data, recipe.training, run_dir, state, validation_scores)
     publish_folder(lambda folder: model.save(f"{folder}/model.keras"), Path(run_dir) / "model")
     return model, history, history.train_seconds

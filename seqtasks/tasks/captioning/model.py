@@ -15,6 +15,7 @@ def build_model(recipe, vocab_size, input_shape, grid_head=None):
         feature_dropout=config.feature_dropout,
         embedding_dropout=config.embedding_dropout,
         attention_penalty=config.attention_penalty,
+        scheduled_sampling=config.scheduled_sampling,
     )
     if config.ensemble > 1:  # the schema refuses a fine-tuned grid_head here
         model = ImageCaptionerEnsemble(config.ensemble, arguments)

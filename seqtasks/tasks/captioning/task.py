@@ -108,24 +108,16 @@ class CaptioningTask(Task):
             ),
         }
 
-    def evaluate(self, model, examples, out_dir):
-        """BLEU-1..4 of the recipe's decoding on the images; `captions.tsv` and attention overlays in `out_dir`."""
+    def _captions(self, model, names, timings=None, decode=None):
+        """The recipe's decoding (`decode`, else a new `make_decode`) of the images `names`: `(inputs, output_ids,
+        captions)`."""
         import numpy as np
 
-        from seqtasks.utils.io_utils import write_text_atomic
-        from seqtasks.tasks.captioning.evaluation import corpus_bleu, write_overlays
         from seqtasks.encoder_decoder.decoding import decode_in_batches, make_decode, pad_rows
 
-        if not examples:
-            raise SeqtasksError("no images to evaluate")
-        names = list(examples)
-        cleaned = data.cleaned_by_image(self.recipe.data, examples)
-        references = [cleaned[name] for name in names]
         inputs = self._image_inputs(names)
-        decoding = self.recipe.model.decoding
-        timings = {}
         rows = decode_in_batches(
-            make_decode(model, decoding),
+            decode or make_decode(model, self.recipe.model.decoding),
             model,
             ((None,) + tuple(inputs.shape[1:]), inputs.dtype),
             list(inputs),
@@ -135,7 +127,41 @@ class CaptioningTask(Task):
             timings=timings,
         )
         output_ids = pad_rows(rows, max((len(row) for row in rows), default=1))
-        hypotheses = [text.decode() for text in self.tokenizer.detokenize(output_ids).numpy()]
+        return inputs, output_ids, [text.decode() for text in self.tokenizer.detokenize(output_ids).numpy()]
+
+    def validation_scores(self, validation):
+        """BLEU-1..4 of the validation images' captions as `val_bleu_1`..`val_bleu_4`, when `training.monitor` names
+        one (decoding them every epoch costs time, so only then)."""
+        from seqtasks.encoder_decoder.decoding import make_decode
+        from seqtasks.tasks.captioning.evaluation import corpus_bleu
+
+        if not self.recipe.training.monitor.startswith("val_bleu"):
+            return None
+        names = list(validation)
+        cleaned = data.cleaned_by_image(self.recipe.data, validation)
+        references = [cleaned[name] for name in names]
+        decodes = {}  # traced once per model, not every epoch
+
+        def score(model):
+            decode = decodes.setdefault(id(model), make_decode(model, self.recipe.model.decoding))
+            scores, _ = corpus_bleu(self._captions(model, names, decode=decode)[2], references)
+            return {f"val_{name}": value for name, value in scores.items()}
+
+        return score
+
+    def evaluate(self, model, examples, out_dir):
+        """BLEU-1..4 of the recipe's decoding on the images; `captions.tsv` and attention overlays in `out_dir`."""
+        from seqtasks.utils.io_utils import write_text_atomic
+        from seqtasks.tasks.captioning.evaluation import corpus_bleu, write_overlays
+
+        if not examples:
+            raise SeqtasksError("no images to evaluate")
+        names = list(examples)
+        cleaned = data.cleaned_by_image(self.recipe.data, examples)
+        references = [cleaned[name] for name in names]
+        decoding = self.recipe.model.decoding
+        timings = {}
+        inputs, output_ids, hypotheses = self._captions(model, names, timings)
         scores, signature = corpus_bleu(hypotheses, references)
         write_text_atomic(
             out_dir / "captions.tsv",
