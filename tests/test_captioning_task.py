@@ -253,6 +253,32 @@ def _recipe(tmp_path, data):
     return tmp_path / "r.yaml"
 
 
+def test_dev_bleu_is_scored_only_when_monitored_with_one_decode_built_per_model(monkeypatch):
+    import seqtasks.encoder_decoder.decoding as decoding
+    from seqtasks.tasks.captioning.task import CaptioningTask
+
+    path = REPO / "recipes" / "captioning.yaml"
+    validation = {"a.jpg": ["A red square .", "a red box"], "b.jpg": ["A blue circle on top"]}
+    assert CaptioningTask(load_recipe(path)).validation_scores(validation) is None  # monitors val_loss
+    task = CaptioningTask(load_recipe(path, ["training.monitor=val_bleu_4"]))
+    built = []
+    monkeypatch.setattr(decoding, "make_decode", lambda model, settings: built.append(model) or f"decode {model}")
+    captioned = {"good": ["a red square", "a blue circle on top"], "bad": ["dog", "cat"]}
+
+    def captions(model, names, decode):
+        assert decode == f"decode {model}" and names == ["a.jpg", "b.jpg"]
+        return None, None, captioned[model]
+
+    task._captions = captions
+    score = task.validation_scores(validation)
+    good = score("good")
+    assert sorted(good) == ["val_bleu_1", "val_bleu_2", "val_bleu_3", "val_bleu_4"]
+    assert list(good.values()) == pytest.approx([100.0] * 4)  # each caption matches a cleaned reference
+    assert score("bad")["val_bleu_1"] == 0.0
+    score("good")
+    assert built == ["good", "bad"]
+
+
 def test_bad_data_settings_are_named(tmp_path):
     base = {"captions": str(SHAPES / "shapes.token.txt"), "images": str(SHAPES / "images")}
     with pytest.raises(RecipeError, match=r"r.yaml: data.train_split: required for the 'flickr' format"):

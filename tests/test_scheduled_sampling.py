@@ -117,3 +117,21 @@ def test_an_ensemble_passes_the_training_progress_to_every_member():
     ensemble.build(((None, 9, 5), (None, None)))
     ensemble.set_training_progress(0.5)
     assert [float(_numpy(m.sampling_probability)) for m in ensemble.member_models] == pytest.approx([0.3, 0.3])
+
+
+def test_the_cnn_runs_once_a_training_step_and_both_passes_read_its_grid(monkeypatch):
+    model = ImageCaptioner(20, embedding_dim=4, decoder=DECODER, image_encoder=[3], scheduled_sampling=1.0)
+    images = np.random.default_rng(1).integers(0, 256, (3, 8, 8, 3)).astype("float32")
+    model((images, CAPTIONS))
+    kernel, bias = (_numpy(w) for w in model.output_dense.weights)
+    model.output_dense.set_weights([kernel * 1e4, bias * 1e4])  # every draw is the argmax
+    forced = _numpy(model((images, CAPTIONS), training=False))
+    forced[..., PAD_ID] = -np.inf
+    read = np.where(CAPTIONS == PAD_ID, PAD_ID, np.concatenate([CAPTIONS[:, :1], forced.argmax(-1)[:, :-1]], 1))
+    conv = model.cnn_layers[0]
+    runs = []
+    original = conv.call
+    monkeypatch.setattr(conv, "call", lambda *args, **kwargs: runs.append(1) or original(*args, **kwargs))
+    trained = _numpy(model((images, CAPTIONS), training=True))  # no dropout: only the words read differ
+    assert len(runs) == 1
+    np.testing.assert_allclose(trained, _numpy(model((images, read), training=False)), **tolerance(rtol=1e-5))

@@ -198,7 +198,10 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
     def scheduled_inputs(self, images, target_ids):
         """`target_ids` `(batch, T)` with each step after the first, padding aside, replaced with probability
         `sampling_probability` by a word drawn from the captioner's distribution for it given the reference before."""
-        logits = ops.stop_gradient(self.output_dense(self._decode_sequence(images, target_ids, False)[0]))
+        return self._scheduled_inputs(self._features(images), target_ids)
+
+    def _scheduled_inputs(self, features, target_ids):
+        logits = ops.stop_gradient(self.output_dense(self._decode_sequence(features, target_ids, False)[0]))
         never_pad = ops.where(ops.arange(self.vocab_size) == PAD_ID, -1e9, 0.0)
         shape = ops.shape(target_ids)
         drawn = keras.random.categorical(
@@ -215,6 +218,9 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
 
     def grid(self, images, training=None):
         """The feature grid `(batch, L, C)` float, from features or through the CNN."""
+        return self.dropout_layer(self._features(images), training=training)
+
+    def _features(self, images):
         x = ops.cast(images, self.compute_dtype)
         if self.cnn_layers or self.grid_head is not None:
             if self.grid_head is not None:
@@ -225,7 +231,7 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
                     x = layer(x)
             shape = ops.shape(x)
             x = ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
-        return self.dropout_layer(x, training=training)
+        return x
 
     def grid_size(self, input_shape):
         """`(h, w)` of the grid for inputs of `input_shape` (no batch), `None` for flat feature inputs."""
@@ -239,8 +245,8 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
     def _initial_state(self, grid):
         return self.decoder_layer.unflatten_state(self.init_state_dense(ops.mean(grid, axis=1)))
 
-    def _decode_sequence(self, images, target_ids, training):
-        grid = self.grid(images, training=training)
+    def _decode_sequence(self, features, target_ids, training):
+        grid = self.dropout_layer(features, training=training)
         return self.decoder_layer(
             self.embedding_dropout_layer(self.embedding(target_ids), training=training),
             grid,
@@ -251,16 +257,17 @@ class ImageCaptioner(TokenMeanLoss, keras.Model):
 
     def call(self, inputs, training=None):
         images, target_ids = inputs
+        features = self._features(images)  # once a step: the sampling pass reads the same grid
         if training and self.scheduled_sampling > 0.0:
-            target_ids = self.scheduled_inputs(images, target_ids)
-        outputs, weights = self._decode_sequence(images, target_ids, training)
+            target_ids = self._scheduled_inputs(features, target_ids)
+        outputs, weights = self._decode_sequence(features, target_ids, training)
         if training and self.attention_penalty > 0.0:
             self.add_loss(self.attention_penalty * attention_coverage_penalty(weights, target_ids))
         return self.output_dense(outputs)
 
     def attention(self, images, target_input_ids):
         """Attention weights `(batch, T, L)` while reading the given captions (inference mode)."""
-        return self._decode_sequence(images, target_input_ids, False)[1]
+        return self._decode_sequence(self._features(images), target_input_ids, False)[1]
 
     def encode(self, images):
         """Returns `(cache, state)` for `decode_step`, in inference mode."""

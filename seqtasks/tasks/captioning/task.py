@@ -140,10 +140,12 @@ class CaptioningTask(Task):
         names = list(validation)
         cleaned = data.cleaned_by_image(self.recipe.data, validation)
         references = [cleaned[name] for name in names]
-        decodes = {}  # traced once per model, not every epoch
+        decodes = {}  # built and traced once per model, not every epoch
 
         def score(model):
-            decode = decodes.setdefault(id(model), make_decode(model, self.recipe.model.decoding))
+            decode = decodes.get(id(model))
+            if decode is None:
+                decode = decodes[id(model)] = make_decode(model, self.recipe.model.decoding)
             scores, _ = corpus_bleu(self._captions(model, names, decode=decode)[2], references)
             return {f"val_{name}": value for name, value in scores.items()}
 
