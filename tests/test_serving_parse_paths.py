@@ -22,7 +22,7 @@ from serving_support import FakeModel, fake_served, in_process_server, request, 
 
 from seqtasks.serving.limits import Limits, TooLarge
 from seqtasks.serving.parsing import INLINE_BYTES, MAX_ANSWER_LINE, Parser, parse, serve_frames
-from seqtasks.serving.requests import BadRequest
+from seqtasks.serving.requests import BadRequest, shown
 
 LIMITS = Limits(max_instances=4, max_text_characters=50, max_image_bytes=2000, max_image_pixels=100)
 SETTINGS = {"beam_width": 2, "n_best": 1, "max_length": 5, "length_penalty": 0.0}
@@ -41,6 +41,21 @@ def _png(width, height, size=None):
 
 def _with_settings(**changed):
     return {"signature_name": "with_settings", "instances": [{"text": "a", **SETTINGS, **changed}]}
+
+
+# Numbers of 400 digits, and of 5000 (more than Python reads as an int), as a JSON body gives them.
+HUGE, LONGER = "9" * 400, "9" * 5000
+
+
+def _raw_settings(**literals):
+    """The raw body of a `with_settings` instance whose settings are these JSON literals (the others `SETTINGS`)."""
+    settings = {key: json.dumps(value) for key, value in SETTINGS.items()} | literals
+    return ('{"signature_name": "with_settings", "instances": [{"text": "a", '
+            + ", ".join(f'"{key}": {value}' for key, value in settings.items()) + "}]}").encode()
+
+
+def _out_of_range(field, literal, dtype):
+    return f"{field}[0]: {shown(literal)} is out of the {dtype} range"
 
 
 # (model, endpoint, body, status, answer): the model is `tiny` (text) or `captioner` (images); the answer is the
@@ -73,6 +88,25 @@ RULES = [
     ("tiny", ":predict", (b'{"signature_name": "with_settings", "inputs": {"text": ["a"], "beam_width": [2], '
                           b'"n_best": [1], "max_length": [5], "length_penalty": [1e999]}}'), 400,
      "length_penalty[0]: expected a number"),
+    # A number out of its setting's range, of any size (a float setting of 310 digits and more answered 500 inline
+    # and killed the worker process: 503).
+    ("tiny", ":predict", _raw_settings(beam_width=HUGE), 400, _out_of_range("beam_width", HUGE, "int32")),
+    ("tiny", ":predict", _raw_settings(beam_width="-" + HUGE), 400, _out_of_range("beam_width", "-" + HUGE, "int32")),
+    ("tiny", ":predict", _raw_settings(n_best=LONGER), 400, _out_of_range("n_best", LONGER, "int32")),
+    ("tiny", ":predict", _raw_settings(length_penalty=HUGE), 400, _out_of_range("length_penalty", HUGE, "float32")),
+    ("tiny", ":predict", _raw_settings(length_penalty="-" + HUGE), 400,
+     _out_of_range("length_penalty", "-" + HUGE, "float32")),
+    ("tiny", ":predict", _raw_settings(length_penalty="1" + "0" * 309), 400,
+     _out_of_range("length_penalty", "1" + "0" * 309, "float32")),
+    ("tiny", ":predict", _raw_settings(length_penalty=LONGER), 400,
+     _out_of_range("length_penalty", LONGER, "float32")),
+    ("tiny", ":predict", _raw_settings(length_penalty="1e39"), 400,
+     "length_penalty[0]: '1e+39' is out of the float32 range"),
+    ("tiny", ":predict", _raw_settings(length_penalty="-1e400"), 400, "length_penalty[0]: expected a number"),
+    ("tiny", ":predict", {"signature_name": "with_settings", "inputs": {"text": ["a"], **SETTINGS,
+                                                                       "beam_width": [int(HUGE)]}},
+     400, _out_of_range("beam_width", HUGE, "int32")),
+    ("tiny", ":predict", _raw_settings(length_penalty="3.4028235e38"), 200, None),
     ("tiny", ":predict", {"signature_name": "nope", "instances": ["a"]}, 400,
      "signature_name: no signature 'nope'; this model has ['attention', 'serving_default', 'with_settings']"),
     ("tiny", ":predict", {"instances": [{"b64": "%%%"}]}, 400, "text[0]: 'b64' is not valid base64"),
@@ -181,6 +215,31 @@ def test_the_worker_s_path_reads_a_request_as_the_inline_path_does(rule):
         assert small == ("TooLarge" if status == 413 else "BadRequest", answer)
 
 
+# The decoding settings of a translation export, two of them: an int and a float.
+DECODING = {"with_settings": {"inputs": {"text": ("string", [None]), "beam_width": ("int32", [None]),
+                                         "temperature": ("float32", [None])}}}
+
+
+@pytest.mark.parametrize("field, literal, message", [
+    ("temperature", HUGE, _out_of_range("temperature", HUGE, "float32")),
+    ("temperature", "-" + HUGE, _out_of_range("temperature", "-" + HUGE, "float32")),
+    ("temperature", LONGER, _out_of_range("temperature", LONGER, "float32")),
+    ("temperature", "1e400", "temperature[0]: expected a number"),
+    ("temperature", "-1e400", "temperature[0]: expected a number"),
+    ("beam_width", HUGE, _out_of_range("beam_width", HUGE, "int32")),
+    ("beam_width", "-" + HUGE, _out_of_range("beam_width", "-" + HUGE, "int32")),
+    ("beam_width", "1e400", "beam_width[0]: expected an integer"),
+])
+def test_a_huge_setting_is_the_same_bad_request_inline_and_in_the_worker(field, literal, message):
+    settings = {"beam_width": "2", "temperature": "1.0", field: literal}
+    raw = ('{"signature_name": "with_settings", "instances": [{"text": "a", '
+           + ", ".join(f'"{key}": {value}' for key, value in settings.items()) + "}]}").encode()
+    small = _outcome(lambda: parse("predict", raw, DECODING, LIMITS, ()))
+    inline = _outcome(lambda: parse("predict", _padded(raw), DECODING, LIMITS, ()))
+    worker = _through_the_worker("predict", _padded(raw), DECODING, ())
+    assert small == inline == worker == ("BadRequest", message)
+
+
 @pytest.fixture(scope="module")
 def fake_server():
     served = fake_served(("tiny", FakeModel()), ("captioner", FakeModel("captioning", binary=True)))
@@ -231,6 +290,13 @@ def tiny_server(run_cache):
     ({"seed": 2**63}, 400, "seed[0]: '9223372036854775808' is out of the int64 range"),
     ({"beam_width": 2.5}, 400, "beam_width[0]: expected an integer"),
     ({"unknown": 1}, 400, "instances[0]: unknown field 'unknown'"),
+    # Numbers out of their setting's type, of any size: no 500 inline, no worker killed (503).
+    ({"temperature": int(HUGE)}, 400, _out_of_range("temperature", HUGE, "float32")),
+    ({"temperature": -int(HUGE)}, 400, _out_of_range("temperature", "-" + HUGE, "float32")),
+    ({"temperature": 1e39}, 400, "temperature[0]: '1e+39' is out of the float32 range"),
+    ({"temperature": float("inf")}, 400, "temperature[0]: expected a number"),
+    ({"beam_width": int(HUGE)}, 400, _out_of_range("beam_width", HUGE, "int32")),
+    ({"beam_width": -int(HUGE)}, 400, _out_of_range("beam_width", "-" + HUGE, "int32")),
 ])
 def test_the_decoding_settings_bounds_and_n_best_hold_for_a_request_parsed_in_the_worker_process(
         tiny_server, instance, status, message):

@@ -108,6 +108,93 @@ def test_malformed_requests_name_the_field_in_a_bounded_message(body, message):
     assert message in str(raised.value) and len(str(raised.value)) < 300
 
 
+# Decoding settings of every numeric type, as an export's `with_settings` has them.
+NUMBERS = {"numbers": {"inputs": {"text": ("string", [None]), "beam_width": ("int32", [None]),
+                                  "seed": ("int64", [None]), "temperature": ("float32", [None]),
+                                  "half": ("float16", [None]), "double": ("float64", [None])}}}
+ACCEPTED = {"beam_width": "2", "seed": "0", "temperature": "1.0", "half": "1", "double": "1"}
+# A number of 400 digits, and of 5000 (more than Python reads as an int: sys.get_int_max_str_digits() is 4300).
+HUGE, LONGER = "9" * 400, "9" * 5000
+
+
+def _numbers(**literals):
+    """The raw body of one `numbers` instance whose settings are the JSON literals given (the others accepted)."""
+    settings = ", ".join(f'"{key}": {value}' for key, value in {**ACCEPTED, **literals}.items())
+    return ('{"signature_name": "numbers", "instances": [{"text": "a", ' + settings + "}]}").encode()
+
+
+def _out_of_range(field, literal, dtype):
+    return f"{field}[0]: {shown(literal)} is out of the {dtype} range"
+
+
+@pytest.mark.parametrize("field, literal, message", [
+    # A float setting of a huge integer overflowed float(): answered 500, not 400 (issue 64).
+    ("temperature", HUGE, _out_of_range("temperature", HUGE, "float32")),
+    ("temperature", "-" + HUGE, _out_of_range("temperature", "-" + HUGE, "float32")),
+    ("temperature", "1" + "0" * 309, _out_of_range("temperature", "1" + "0" * 309, "float32")),
+    ("temperature", LONGER, _out_of_range("temperature", LONGER, "float32")),
+    ("temperature", "1e39", "temperature[0]: '1e+39' is out of the float32 range"),
+    ("temperature", "-3.5e38", "temperature[0]: '-3.5e+38' is out of the float32 range"),
+    ("temperature", "1e400", "temperature[0]: expected a number"),
+    ("temperature", "-1e400", "temperature[0]: expected a number"),
+    ("temperature", "Infinity", "temperature[0]: expected a number"),
+    ("temperature", "NaN", "temperature[0]: expected a number"),
+    ("half", "65520", "half[0]: '65520' is out of the float16 range"),
+    # One less is read as float64's nearest value, which float32 rounds to infinity too.
+    ("temperature", str(2**128 - 2**103 - 1), _out_of_range("temperature", str(2**128 - 2**103 - 1), "float32")),
+    ("double", HUGE, _out_of_range("double", HUGE, "float64")),
+    ("double", str(2**1024 - 2**970), _out_of_range("double", str(2**1024 - 2**970), "float64")),
+    ("beam_width", HUGE, _out_of_range("beam_width", HUGE, "int32")),
+    ("beam_width", "-" + HUGE, _out_of_range("beam_width", "-" + HUGE, "int32")),
+    ("beam_width", LONGER, _out_of_range("beam_width", LONGER, "int32")),
+    ("beam_width", "1e400", "beam_width[0]: expected an integer"),
+    ("seed", HUGE, _out_of_range("seed", HUGE, "int64")),
+    ("seed", str(2**63), "seed[0]: '9223372036854775808' is out of the int64 range"),
+])
+def test_a_number_out_of_its_setting_s_range_of_any_size_is_a_bad_request_naming_the_field(field, literal, message):
+    with pytest.raises(BadRequest) as raised:
+        parse_predict(_numbers(**{field: literal}), NUMBERS, Limits())
+    assert str(raised.value) == message and len(message) < 300
+    assert shown(HUGE) == repr("9" * 40) + "..."
+
+
+def test_numbers_just_inside_each_setting_s_range_are_read():
+    largest = {"temperature": str(2**128 - 2**104), "half": "65519", "double": str(2**1024 - 2**970 - 1),
+               "beam_width": str(2**31 - 1), "seed": str(-(2**63))}
+    _, columns, _ = parse_predict(_numbers(**largest), NUMBERS, Limits())
+    assert columns["temperature"] == [3.4028234663852886e38] and columns["half"] == [65519.0]
+    assert columns["double"] == [1.7976931348623157e308]
+    assert columns["beam_width"] == [2**31 - 1] and columns["seed"] == [-(2**63)]
+    # A float literal within float32's rounding of its largest value, and one too small to be anything but 0.
+    _, columns, _ = parse_predict(_numbers(temperature="3.4028235e38", half="-1e-50"), NUMBERS, Limits())
+    assert columns["temperature"] == [3.4028235e38] and columns["half"] == [-1e-50]
+    # A long integer given to a string input is still not a string.
+    with pytest.raises(BadRequest, match=r"^text\[0\]: expected a string"):
+        parse_predict(('{"instances": [' + HUGE + "]}").encode(), SIGNATURES, Limits())
+    with pytest.raises(BadRequest, match="^signature_name: expected a string$"):
+        parse_predict(('{"signature_name": ' + HUGE + ', "instances": ["a"]}').encode(), SIGNATURES, Limits())
+
+
+def test_the_worker_process_answers_a_huge_number_as_a_bad_request_and_reads_the_next_frame():
+    # The worker's loop ended on the OverflowError, so its process died and the request was answered 503.
+    frames = io.BytesIO()
+    for raw in (_numbers(temperature=HUGE), _numbers(beam_width="-" + LONGER), _numbers(temperature="1e400"),
+                _numbers()):
+        header = {"kind": "predict", "signatures": NUMBERS, "limits": Limits().as_json(), "binary": [],
+                  "size": len(raw)}
+        frames.write(json.dumps(header).encode() + b"\n" + raw)
+    frames.seek(0)
+    answers = io.BytesIO()
+    serve_frames(frames, answers)
+    answers.seek(0)
+    assert json.loads(answers.readline()) == {
+        "error": "bad_request", "message": _out_of_range("temperature", HUGE, "float32")}
+    assert json.loads(answers.readline()) == {
+        "error": "bad_request", "message": _out_of_range("beam_width", "-" + LONGER, "int32")}
+    assert json.loads(answers.readline()) == {"error": "bad_request", "message": "temperature[0]: expected a number"}
+    last = json.loads(answers.readline())
+    assert last["columns"]["temperature"] == [1.0] and last["columns"]["beam_width"] == [2]
+
 def test_names_are_cut_where_errors_repeat_them():
     assert shown("a" * 40) == repr("a" * 40)
     assert shown("a" * 41) == repr("a" * 40) + "..."

@@ -25,10 +25,31 @@ DEFAULT_SIGNATURE = "serving_default"
 SHOWN_CHARACTERS = 40
 # A string literal of JSON, escapes included, written so the regular expression never backtracks.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# The smallest magnitude each float type rounds to infinity (its largest value and half a step more), as integers so
+# a comparison is exact: a number of at least this is out of the type's range.
+_FLOAT_OVERFLOW = {"float16": 2**16 - 2**4, "float32": 2**128 - 2**103, "float64": 2**1024 - 2**970}
+# Longest JSON integer read as a number: one longer is beyond every input type's range (float64's largest has 309
+# digits), and Python would refuse to read one of over 4300 digits (`sys.get_int_max_str_digits`).
+LONGEST_INTEGER = 320
 
 
 class BadRequest(Exception):
     """A malformed request: answered 400 with this message."""
+
+
+class _LongInteger:
+    """A JSON integer of more than `LONGEST_INTEGER` characters, kept as its text: out of every input type's range."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+def _integer(text):
+    """`json.loads`' reading of an integer literal: an `int`, or a `_LongInteger` when it is too long to be one."""
+    return int(text) if len(text) <= LONGEST_INTEGER else _LongInteger(text)
 
 
 def shown(name):
@@ -61,7 +82,10 @@ def parse_json(raw, limits, inputs=1):
     each (a `{"b64": ...}` object counting twice), so a body of more commas,
     brackets and braces outside its strings is refused (413) before the
     parser builds millions of objects from it. Nesting too deep for the
-    parser is a `BadRequest`.
+    parser is a `BadRequest`. An integer too long for any input type is
+    kept as its text (`_LongInteger`) rather than read (Python refuses one
+    of over 4300 digits), so that the input it is given to refuses it by
+    name.
     """
     bound = (limits.max_instances + 1) * (2 * inputs + 2) + 16
     if _structure(raw, bound) > bound:
@@ -70,7 +94,7 @@ def parse_json(raw, limits, inputs=1):
             f"of {inputs} inputs"
         )
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_int=_integer)
     except RecursionError:
         raise BadRequest("malformed JSON: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as failure:
@@ -179,6 +203,8 @@ def _value(where, value, dtype, binary=False):
         if isinstance(value, str):
             return value
         raise BadRequest(f"{where}: expected a string or {{\"b64\": ...}}")
+    if isinstance(value, _LongInteger) and (dtype.startswith("int") or dtype.startswith("float")):
+        raise BadRequest(f"{where}: {shown(value)} is out of the {dtype} range")
     if dtype.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise BadRequest(f"{where}: expected an integer")
@@ -187,8 +213,15 @@ def _value(where, value, dtype, binary=False):
             raise BadRequest(f"{where}: {shown(value)} is out of the {dtype} range")
         return value
     if dtype.startswith("float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        # Infinity, NaN and a float literal beyond float64 (1e400, which JSON reads as infinity) are no numbers.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not math.isfinite(value)):
             raise BadRequest(f"{where}: expected a number")
+        # An integer is compared before float() reads it (which overflows past float64's range), then the float
+        # as the model gets it (float32 rounds it again).
+        limit = _FLOAT_OVERFLOW.get(dtype, _FLOAT_OVERFLOW["float64"])
+        if abs(value) >= _FLOAT_OVERFLOW["float64"] or abs(float(value)) >= limit:
+            raise BadRequest(f"{where}: {shown(value)} is out of the {dtype} range")
         return float(value)
     raise BadRequest(f"{where}: inputs of type {dtype} are not supported")
 
