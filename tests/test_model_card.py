@@ -75,9 +75,13 @@ def test_the_card_of_a_translation_export(tmp_path):
     assert limits == [
         "- Any batch size; an empty batch gives empty outputs.",
         "- Only the first 10,000 characters of a text are read.",
-        "- A text is read sentence by sentence, at most 64 (later ones are read with the last, as one); a sentence "
-        "is cut to its first 40 tokens (`data.max_length`).",
-        "- An output has at most 50 tokens (`model.decoding.max_length`).",
+        "- A text is read sentence by sentence, at most 64 (later ones are read with the last, as one). A sentence "
+        "of at most 120 tokens (`data.max_length` x `data.augment.join_max`, the longest source trained on, pairs "
+        "joined by `data.augment.join`) is read whole; a longer one is read in parts of at most as many, cut after "
+        "its clause punctuation (, ; :), else between words, each part translated on its own and the parts joined "
+        "with the whitespace between them.",
+        "- An output has at most 256 tokens (`model.decoding.max_length`), and at most 2 x (its source's tokens + 1) "
+        "where the model reads tokens (`model.decoding.length_factor`).",
     ]
 
 

@@ -86,22 +86,25 @@ def _penalty(length, alpha):
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _exhaustive(model, row, max_length, alpha=0.0, beta=0.0, ngram=0, prefix=()):
+def _exhaustive(model, row, max_length, alpha=0.0, beta=0.0, ngram=0, prefix=(), cap=None):
     """Every output of one input, best first, with the search's score: the log-probability of the tokens after
     `prefix` over the length penalty of the length without the end token, plus beta times the coverage penalty
-    (summed attention) on an ended output; no output repeats an `ngram`-gram."""
+    (summed attention) on an ended output; no output repeats an `ngram`-gram. With a `cap`, an output of `cap`
+    tokens ends with the end token, forced (log-probability 0), and none is longer."""
     scored = []
-    for length in range(max(len(prefix), 1), max_length + 1):
+    longest = max_length if cap is None else min(cap, max_length)
+    for length in range(max(len(prefix), 1), longest + 1):
         for tokens in itertools.product(range(VOCAB), repeat=length):
             if tokens[: len(prefix)] != tuple(prefix) or END_ID in tokens[:-1]:
                 continue
-            if length < max_length and tokens[-1] != END_ID:
+            if (length < max_length or length == cap) and tokens[-1] != END_ID:
                 continue
             grams = [tokens[i : i + ngram] for i in range(len(tokens) - ngram + 1)] if ngram else []
             if len(grams) != len(set(grams)):
                 continue
             fed = (START_ID,) + tokens[:-1]
-            total = sum(model.log_probs(row, fed[t], t)[tokens[t]] for t in range(len(prefix), length))
+            log_prob = lambda t: 0.0 if t + 1 == cap else model.log_probs(row, fed[t], t)[tokens[t]]  # noqa: E731
+            total = sum(log_prob(t) for t in range(len(prefix), length))
             ended = tokens[-1] == END_ID
             score = total / _penalty(length - ended, alpha)
             if ended and beta:
@@ -112,11 +115,14 @@ def _exhaustive(model, row, max_length, alpha=0.0, beta=0.0, ngram=0, prefix=())
     return sorted(scored, reverse=True)
 
 
-def _greedy(model, row, max_length, alpha=0.0, prefix=()):
-    """Greedy search written out: the most probable token at each step (the prefix's while it lasts)."""
+def _greedy(model, row, max_length, alpha=0.0, prefix=(), cap=None):
+    """Greedy search written out: the most probable token at each step (the prefix's while it lasts; the end
+    token, with the log-probability 0, as the `cap`-th token)."""
     tokens, total = [], 0.0
     for step in range(max_length):
         log_probs = model.log_probs(row, tokens[-1] if tokens else START_ID, step)
+        if cap is not None and step == cap - 1 and step >= len(prefix):
+            log_probs = np.where(np.arange(VOCAB) == END_ID, 0.0, -np.inf)
         token = prefix[step] if step < len(prefix) else int(np.argmax(log_probs))
         total += log_probs[token] if step >= len(prefix) else 0.0
         tokens.append(token)
@@ -204,6 +210,55 @@ def _check_a_covered_prefix(kind):
         expected = _exhaustive(model, row, max_length, 0.6, 1.3, prefix=prefixes[b])[:2]
         assert _rows(ids[b], lengths[b]) == [tokens for _, tokens in expected], b
         np.testing.assert_allclose(scores[b], [score for score, _ in expected], rtol=1e-5)
+
+
+# The inputs hold 3 and 2 tokens: a factor of 0.6 bounds their outputs at ceil(2.4) = 3 and ceil(1.8) = 2 tokens.
+FACTOR, CAPS = 0.6, (3, 2)
+
+
+@pytest.mark.parametrize("factor", [FACTOR, np.float32(FACTOR)])
+@pytest.mark.parametrize("prefixes", [None, [(4,), (1, 5)]])
+def test_a_length_factor_ends_each_output_at_its_own_bound_as_written_out(factor, prefixes):
+    model, max_length = Model(6, "triple"), 5
+    prefix = None if prefixes is None else _prefix_array(prefixes)
+    given = [()] * 2 if prefixes is None else prefixes
+    # A prefix is never cut: the second input's bound grows to its prefix and the end token.
+    caps = [max(cap, len(p) + 1) for cap, p in zip(CAPS, given)]
+    greedy = dict(beam_width=1, max_length=max_length, length_penalty=0.6, length_factor=factor)
+    ids, lengths, scores = (np.asarray(x) for x in search(model, INPUTS, greedy, prefix=prefix))
+    for b, row in enumerate(INPUTS):
+        tokens, score = _greedy(model, row, max_length, 0.6, given[b], cap=caps[b])
+        assert _rows(ids[b : b + 1], lengths[b : b + 1]) == [tokens] and len(tokens) <= caps[b], b
+        np.testing.assert_allclose(scores[b], score, rtol=1e-5)
+    wide = dict(greedy, beam_width=VOCAB**max_length, n_best=3, coverage_penalty=0.7)
+    ids, lengths, scores = (np.asarray(x) for x in search(model, INPUTS, wide, prefix=prefix, lists=True))
+    for b, row in enumerate(INPUTS):
+        expected = _exhaustive(model, row, max_length, 0.6, 0.7, prefix=given[b], cap=caps[b])[:3]
+        found = len(expected)  # a prefix may leave fewer outputs than n_best: the rest are impossible ones
+        assert _rows(ids[b], lengths[b])[:found] == [tokens for _, tokens in expected], b
+        np.testing.assert_allclose(scores[b, :found], [score for score, _ in expected], rtol=1e-5)
+        assert (scores[b, found:] < -1e8).all()
+    if keras.config.backend() == "tensorflow":  # the loop runs no longer than the longest bound
+        assert ids.shape[-1] == max(caps)
+
+
+def test_a_length_factor_of_zero_or_on_inputs_other_than_tokens_bounds_nothing():
+    from seqtasks.decoding.model_search import output_caps
+
+    model = Model(6, "triple")
+    settings = dict(beam_width=3, max_length=5, n_best=2)
+    plain = [np.asarray(x) for x in search(model, INPUTS, settings, lists=True)]
+    for factor in (0, 0.0, np.float32(0.0)):
+        again = search(model, INPUTS, {**settings, "length_factor": factor}, lists=True)
+        for expected, got in zip(plain, again):
+            np.testing.assert_array_equal(expected, np.asarray(got))
+    assert output_caps(INPUTS, 0, 5) is None
+    assert output_caps(INPUTS.astype("float32"), 2.0, 5) is None  # image features, not tokens
+    np.testing.assert_array_equal(output_caps(INPUTS, np.float32(0.0), 5), [6, 6])  # past max_length: no bound
+    np.testing.assert_array_equal(output_caps(INPUTS, 2.0, 5), [6, 6])  # ceil(8) and ceil(6)
+    np.testing.assert_array_equal(output_caps(INPUTS, 1.5, 5), [6, 5])  # ceil(6) and ceil(4.5)
+    np.testing.assert_array_equal(output_caps(INPUTS, 1.0, 9), [4, 3])
+    np.testing.assert_array_equal(output_caps(INPUTS, 0.1, 9, _prefix_array([(4, 4, 4), (1,)])), [4, 2])
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])

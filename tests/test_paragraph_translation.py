@@ -167,11 +167,50 @@ def test_a_prefix_starts_a_text_s_first_sentence_only(server):
     assert _texts(by_text["translation"])[3] == ""  # a blank text has no sentence to start
 
 
+# 23 words and signs of the source vocabulary in one sentence, two clauses closed by commas: longer than the 12
+# tokens the test server's reader takes whole.
+LONG = ("Ayer fui al mercado con mi hermana, compramos manzanas, pan y queso y después volvimos a casa porque "
+        "empezó a llover.")
+
+
+def test_a_sentence_longer_than_the_model_reads_is_translated_in_parts_cut_at_its_clauses(server):
+    import tensorflow as tf
+
+    from seqtasks.text.clauses import split_long
+
+    def count(text):
+        return int(server.reader.count_tokens(tf.constant([text]))[0])
+
+    parts, separators = split_long(LONG, count, 12)
+    assert parts == ["Ayer fui al mercado con mi hermana, compramos manzanas,",
+                     "pan y queso y después volvimos a casa porque empezó a", "llover."]
+    texts = [LONG, "Hola. " + LONG, "EL PERRO ESTÁ EN EL JARDÍN, " + LONG.upper()]
+    by_text = _plain(server.serve(tf.constant(texts)))
+    by_part = _plain(server.serve(tf.constant(parts + ["Hola."])))
+    translated = _texts(by_part["translations"])
+    joined = [translated[0][k] + "".join(s + t[k] for s, t in zip(separators, translated[1:3])) for k in range(2)]
+    assert _texts(by_text["translations"])[:2] == [joined, [translated[3][k] + " " + joined[k] for k in range(2)]]
+    # A sentence's score is the mean of its parts', a text's the mean of its sentences'.
+    sentence_scores = by_part["scores"][:3].mean(axis=0)
+    np.testing.assert_allclose(by_text["scores"][0], sentence_scores, rtol=1e-6)
+    np.testing.assert_allclose(by_text["scores"][1], (by_part["scores"][3] + sentence_scores) / 2, rtol=1e-6)
+    # Shouted, it is read in sentence case and cut alike: every part of it comes back in capitals.
+    assert _texts(by_text["translation"])[2] == _texts(by_text["translation"])[2].upper()
+    assert _texts(by_text["translation"])[2].count(" ") >= sum(len(t[0].split()) for t in translated[:3]) - 1
+    # A prefix is forced on the first part alone.
+    settings = _settings(**SETTINGS["beam"])
+    prefixed = _plain(server.serve_with_prefix(tf.constant([LONG]), tf.constant(["we bought"]), *settings))
+    alone = _plain(server.serve_with_prefix(tf.constant(parts), tf.constant(["we bought", "", ""]), *settings))
+    pieces = _texts(alone["translation"])
+    assert _texts(prefixed["translation"]) == [pieces[0] + "".join(s + t for s, t in zip(separators, pieces[1:]))]
+
+
 def test_an_all_caps_sentence_is_read_in_sentence_case_and_its_translation_upper_cased(server):
     import tensorflow as tf
 
-    shouted = ["EL PERRO ESTÁ EN EL JARDÍN.", "¿DÓNDE ESTÁ EL PERRO? El gato también.", "HOLA"]
-    calm = ["El perro está en el jardín.", "¿Dónde está el perro?", "El gato también.", "Hola"]
+    # One word in capitals ("OK.", "USA.", "HOLA") is read as written, an acronym's case kept.
+    shouted = ["EL PERRO ESTÁ EN EL JARDÍN.", "¿DÓNDE ESTÁ EL PERRO? El gato también.", "HOLA AMIGO", "HOLA"]
+    calm = ["El perro está en el jardín.", "¿Dónde está el perro?", "El gato también.", "Hola amigo", "HOLA"]
     by_text = _plain(server.serve(tf.constant(shouted)))
     by_sentence = _plain(server.serve(tf.constant(calm)))
     calm_texts = _texts(by_sentence["translations"])
@@ -179,6 +218,7 @@ def test_an_all_caps_sentence_is_read_in_sentence_case_and_its_translation_upper
         [calm_texts[0][k].upper() for k in range(2)],
         [calm_texts[1][k].upper() + " " + calm_texts[2][k] for k in range(2)],
         [calm_texts[3][k].upper() for k in range(2)],
+        [calm_texts[4][k] for k in range(2)],
     ]
     assert _texts(by_text["translations"]) == expected
     np.testing.assert_allclose(by_text["scores"][0], by_sentence["scores"][0], rtol=1e-6)
@@ -274,11 +314,35 @@ def test_an_exported_model_translates_a_paragraph_and_shouting_as_its_sentences(
 
     paragraph = "  ".join(sentences)
     assert seqtasks_command("predict", export, paragraph).stdout.rstrip("\n") == whole.text
+    # A sentence longer than the export reads whole (its recipe's 20 subwords): every clause of it is translated.
+    from seqtasks.text.clauses import split_long
+
+    def count(text):
+        """The export's subwords of a text: WordPiece splits at whitespace first, so word by word (the
+        `attention` signature reads at most 20)."""
+        return sum(sum(1 for token in model.attention(word)["source_tokens"] if token) for word in text.split())
+
+    long = ("Ayer fui al mercado con mi hermana, compramos manzanas, pan y queso, y después volvimos a casa porque "
+            "empezó a llover.")
+    pieces, between = split_long(long, count, 20)
+    assert len(pieces) >= 2 and count(long) > 20
+    in_parts = model.translate(long)
+    parts_alone = [part.text for part in model.translate(pieces)]
+    assert in_parts.text == parts_alone[0] + "".join(s + t for s, t in zip(between, parts_alone[1:]))
+    assert seqtasks_command("predict", export, long).stdout.rstrip("\n") == in_parts.text
+    import tensorflow as tf
+
+    (version,) = export.iterdir()  # the spec's one export
+    loaded = tf.saved_model.load(str(version))
+    exported = loaded.signatures["serving_default"](text=tf.constant([long]))["translation"].numpy()[0].decode()
+    assert exported == in_parts.text
     with serving_support.in_process_server(load_served(export)) as (url, _):
         name = serving_support.get_json(url + "/seqtasks/models")[1]["models"][0]["name"]
-        status, answer = serving_support.post_json(f"{url}/v1/models/{name}:predict", {"instances": [paragraph]})
+        status, answer = serving_support.post_json(f"{url}/v1/models/{name}:predict",
+                                                   {"instances": [paragraph, long]})
     assert status == 200, answer
     assert answer["predictions"][0]["translation"] == whole.text
+    assert answer["predictions"][1]["translation"] == in_parts.text
 
 
 def test_a_text_s_sentences_after_the_limit_are_read_with_the_last_as_one(server):
@@ -286,8 +350,9 @@ def test_a_text_s_sentences_after_the_limit_are_read_with_the_last_as_one(server
 
     from seqtasks.export.serving_limits import MAX_SENTENCES
 
-    many = " ".join(["Hola."] * (MAX_SENTENCES - 1) + ["El perro está en el jardín.", "El gato también. Tom  sí."])
-    tail = "El perro está en el jardín. El gato también. Tom  sí."
+    # The joined tail holds 9 tokens, fewer than the 12 the reader takes whole (a longer one is read in parts).
+    many = " ".join(["Hola."] * (MAX_SENTENCES - 1) + ["Sí.", "El gato también. Tom  sí."])
+    tail = "Sí. El gato también. Tom  sí."
     parts, _, join = server.reader.split(tf.constant([many, "Hola."]))
     parts = [part.decode() for part in parts.numpy()]
     assert parts == ["Hola."] * (MAX_SENTENCES - 1) + [tail, "Hola."]

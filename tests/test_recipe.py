@@ -806,6 +806,25 @@ CAPTIONS = "data: {captions: c, images: i, train_split: t, validation_split: v}\
             f"task: captioning\n{CAPTIONS}model:\n  backbone:\n    filters: [-1, 8]\n",
             "model.backbone.filters: expected a list of positive filter counts; got [-1, 8] (line 5)",
         ),
+        # PairAugmentConfig, TokenAugmentConfig
+        (
+            "task: translation\ndata:\n  path: p\n  augment: {lower_case: 0.5, upper_case: 0.3, title_case: 0.3}\n",
+            "data.augment.lower_case: lower_case + upper_case + title_case are shares of one draw: expected at most "
+            "1 in all; got 1.1 (line 4)",
+        ),
+        (
+            "task: translation\ndata:\n  path: p\n  augment:\n    conjunctions: [y]\n",
+            "data.augment.conjunctions: expected two words, the source's and the target's; got ['y'] (line 5)",
+        ),
+        (
+            "task: translation\ndata:\n  path: p\n  augment:\n    conjunctions: [y, ' and']\n",
+            "data.augment.conjunctions: expected two words, the source's and the target's; got ['y', ' and'] (line 5)",
+        ),
+        (
+            "task: ner\ndata:\n  path: t\n  augment: {lower_case: 0.75, upper_case: 0.5}\n",
+            "data.augment.lower_case: lower_case + upper_case are shares of one draw: expected at most 1 in all; "
+            "got 1.25 (line 4)",
+        ),
         # CaptionerModelConfig
         (
             f"task: captioning\n{CAPTIONS}model:\n  attention: {{type: luong, score: dot}}\n",
@@ -870,6 +889,11 @@ def test_each_cross_field_check_names_the_field_and_says_why(tmp_path, text, exp
         ("task: sentiment\ndata: {path: t}\nmodel: {self_attention: bahdanau, pooling: max}\n", "model.pooling", "max"),
         ("task: sentiment\ndata: {path: t}\nmodel: {self_attention: luong, pooling: structured}\n", "model.pooling", "structured"),
         ("task: sentiment\ndata: {path: t, tokenizer: words}\nmodel:\n  word_vectors: {path: /v/glove.txt}\n", "model.word_vectors.path", "/v/glove.txt"),
+        ("task: translation\ndata:\n  path: p\n  augment: {lower_case: 0.5, upper_case: 0.25, title_case: 0.25}\n",
+         "data.augment.title_case", 0.25),
+        ("task: translation\ndata:\n  path: p\n  augment: {conjunctions: [y, and]}\n", "data.augment.conjunctions",
+         ["y", "and"]),
+        ("task: ner\ndata:\n  path: t\n  augment: {lower_case: 0.5, upper_case: 0.5}\n", "data.augment.upper_case", 0.5),
         (f"task: captioning\n{CAPTIONS}model:\n  attention: {{type: bahdanau}}\n", "model.attention.type", "bahdanau"),
     ],
 )

@@ -211,7 +211,7 @@ def test_the_page_s_model_listing_names_task_settings_and_limits(server):
     assert model["attention"] is True and model["labels"] is None and model["prefix"] is True
     assert model["settings"] == {"beam_width": 3, "n_best": 2, "max_length": 12, "length_penalty": 0.6,
                                  "coverage_penalty": 0.0, "no_repeat_ngram_size": 0, "num_samples": 0,
-                                 "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}
+                                 "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, "length_factor": 0.0}
     # The page's controls: the declared settings, with this model's bounds (it attends: coverage up to 10).
     assert model["setting_fields"] == as_json(NAMES, attends=True)
     assert model["limits"]["max_instances"] == 8 and model["limits"]["max_text_characters"] == 200
@@ -226,7 +226,7 @@ def test_settings_a_request_leaves_out_are_the_recipe_s_and_sampling_is_seeded(s
 
     four = {"beam_width": 3, "n_best": 2, "max_length": 12, "length_penalty": 0.6}
     everything = {**four, "coverage_penalty": 0.0, "no_repeat_ngram_size": 0, "num_samples": 0, "temperature": 1.0,
-                  "top_k": 0, "top_p": 1.0, "seed": 0}
+                  "top_k": 0, "top_p": 1.0, "seed": 0, "length_factor": 0.0}
     assert ask(**four) == ask(**everything) == ask()  # a client written for the first four settings
     sampled = ask(num_samples=4, n_best=4, temperature=1.5, seed=7)
     assert ask(num_samples=4, n_best=4, temperature=1.5, seed=7) == sampled

@@ -32,10 +32,12 @@ TABLE = {
     "top_k": (True, 0, 0, 1_000_000, 1_000_000, [], ["sampling"]),
     "top_p": (False, 1.0, 0.01, 1.0, 1.0, [], ["sampling"]),
     "seed": (True, 0, 0, 2**32 - 1, 2**32 - 1, [], ["sampling"]),
+    "length_factor": (False, 0.0, 0.0, 10.0, 10.0, [], ["greedy", "beam", "sampling"]),
 }
 DEFAULTS = {
     "beam_width": 1, "n_best": 1, "max_length": 50, "length_penalty": 0.0, "coverage_penalty": 0.0,
     "no_repeat_ngram_size": 0, "num_samples": 0, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0,
+    "length_factor": 0.0,
 }
 NO_ATTENTION = " (this model has no attention to cover)"
 

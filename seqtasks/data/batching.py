@@ -3,12 +3,14 @@
 from seqtasks.training.distribute import shard_by_data
 from seqtasks.training.position import training_position
 
-def epoch_ordered(data, size, seed, batches):
+def epoch_ordered(data, size, seed, batches, per_epoch=None):
     """`batches(data)`, shuffled in an order set by `seed` and the training epoch, less the batches done.
 
-    `size` is the number of elements (the shuffle buffer holds them all). A
-    run resumed mid-epoch so sees the rest of that epoch's batches in the
-    order the stopped run would have.
+    `size` is the number of elements (the shuffle buffer holds them all).
+    `per_epoch(elements, epoch)`, when given, maps the shuffled elements
+    before they are batched, knowing the epoch (a recipe's `data.augment`).
+    A run resumed mid-epoch so sees the rest of that epoch's batches in the
+    order, and with the draws, the stopped run would have.
     """
     import tensorflow as tf
 
@@ -20,17 +22,22 @@ def epoch_ordered(data, size, seed, batches):
         tf.random.set_seed(1)
         order = tf.constant(seed, tf.int64) * 1_000_003 + position.epoch.read_value()
         shuffled = data.shuffle(size, seed=order, reshuffle_each_iteration=False)
+        if per_epoch is not None:
+            shuffled = per_epoch(shuffled, position.epoch.read_value())
         return batches(shuffled).skip(position.batches_done.read_value())
 
     return tf.data.Dataset.from_tensors(0).flat_map(epoch)
 
 
-def bucketed_batches(data, size, length_fn, boundaries, batch_size, shuffle_seed=None, padding_values=None):
+def bucketed_batches(data, size, length_fn, boundaries, batch_size, shuffle_seed=None, padding_values=None,
+                     per_epoch=None):
     """Caches `data`, shuffles it when `shuffle_seed` is set, and pads batches of similar length.
 
     `size` is the number of elements; `length_fn(*element)` gives the length
     buckets are chosen by. With a `shuffle_seed` the order follows the
-    training position (`epoch_ordered`). Batches are global batches; under a
+    training position (`epoch_ordered`), and `per_epoch(elements, epoch)`,
+    when given, maps each epoch's shuffled elements before they are batched
+    (`length_fn` then reads what it returns). Batches are global batches; under a
     multi-worker strategy each worker keeps its share. Under Keras' JAX
     backend, where each new batch shape compiles the training step again,
     the batches are padded to their bucket's boundary (`pad_to_boundaries`).
@@ -52,7 +59,7 @@ def bucketed_batches(data, size, length_fn, boundaries, batch_size, shuffle_seed
         batches = lambda elements: pad_to_boundaries(plain(elements), boundaries)  # noqa: E731
     if shuffle_seed is None:
         return shard_by_data(batches(data))
-    return shard_by_data(epoch_ordered(data, size, shuffle_seed, batches))
+    return shard_by_data(epoch_ordered(data, size, shuffle_seed, batches, per_epoch))
 
 
 def pad_to_boundaries(batches, boundaries):

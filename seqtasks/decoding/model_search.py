@@ -30,25 +30,38 @@ def search(model, inputs, settings, prefix=None, lists=False):
     output's length but not in its score, the log-probability of the rest
     given the prefix (the same for every hypothesis of an input).
 
+    A `length_factor` above 0 ends each output of a model that reads token
+    ids (`inputs` integer, `PAD_ID` after each row's tokens) after at most
+    `ceil(length_factor * (source tokens + 1))` tokens, its end token
+    included (and its prefix's tokens, which it never cuts): the end token is
+    forced there, with the log-probability 0. Under TensorFlow the loop then
+    runs no longer than the longest row's bound.
+
     Returns `(ids, lengths, scores)`: the best hypothesis, `ids`
     `(batch, time)`; with `lists`, the `n_best` best, best first, `ids`
     `(batch, n_best, time)`, `lengths` and `scores` `(batch, n_best)`.
     """
+    import keras
+    from keras import ops
+
     from seqtasks.decoding.settings import values_of
 
     v = values_of(settings)
     n_best = v["n_best"] if lists else None
-    from keras import ops
 
     # Encoded once, before any branch: a graph that may search or sample holds one encoder, not two.
     encoded = model.encode(inputs)
+    caps = output_caps(inputs, v["length_factor"], v["max_length"], prefix)
+    max_length = v["max_length"]
+    if caps is not None and keras.config.backend() == "tensorflow":
+        max_length = ops.minimum(max_length, ops.max(caps))
 
     def searched():
-        return _search(model, inputs, encoded, v["beam_width"], v["max_length"], v["length_penalty"], n_best,
-                       v["coverage_penalty"], v["no_repeat_ngram_size"], prefix)
+        return _search(model, inputs, encoded, v["beam_width"], max_length, v["length_penalty"], n_best,
+                       v["coverage_penalty"], v["no_repeat_ngram_size"], prefix, caps)
 
     def sampled():
-        return _sample(model, inputs, encoded, v, n_best, prefix)
+        return _sample(model, inputs, encoded, {**v, "max_length": max_length}, n_best, prefix, caps)
 
     samples = v["num_samples"]
     if isinstance(samples, int):
@@ -58,6 +71,47 @@ def search(model, inputs, settings, prefix=None, lists=False):
 
 def _is(value, number):
     return isinstance(value, (int, float)) and value == number
+
+
+def output_caps(inputs, length_factor, max_length, prefix=None):
+    """Each row's most output tokens, `(batch,)` int32: `ceil(length_factor * (source tokens + 1))`, at least the
+    prefix's tokens + 1; `max_length + 1` (no bound: the search stops at `max_length` without an end token) where
+    that is more, or where a tensor factor is 0. None where `length_factor` is a Python 0 or `inputs` are not
+    token ids."""
+    import keras
+    from keras import ops
+
+    if _is(length_factor, 0) or "int" not in keras.backend.standardize_dtype(inputs.dtype) or len(inputs.shape) != 2:
+        return None
+    lengths = ops.sum(ops.cast(ops.not_equal(inputs, PAD_ID), "float32"), axis=1)
+    factor = ops.cast(length_factor, "float32")
+    caps = ops.cast(ops.ceil(factor * (lengths + 1.0)), "int32")
+    unbounded = ops.cast(max_length, "int32") + 1
+    caps = ops.where(factor > 0, caps, unbounded)
+    if prefix is not None:
+        caps = ops.maximum(caps, ops.sum(ops.cast(ops.not_equal(prefix, PAD_ID), "int32"), axis=1) + 1)
+    return ops.minimum(caps, unbounded)
+
+
+def capped(step, caps, copies):
+    """`step(ids, state) -> (logits, state)` that writes `END_ID` as each row's `caps`-th token, and its state's
+    extra part: pass `(state, counts)`, with `counts` the returned zeros. `caps` `(batch,)` is repeated `copies`
+    times per row (`tile_beams`' layout)."""
+    from keras import ops
+
+    from seqtasks.decoding import tile_beams
+
+    caps = tile_beams(ops.cast(caps, "int32"), copies)
+
+    def step_capped(ids, state):
+        inner, counts = state
+        logits, inner = step(ids, inner)
+        logits = ops.cast(logits, "float32")
+        others = ops.not_equal(ops.arange(ops.shape(logits)[-1], dtype="int32"), END_ID)
+        ending = ops.expand_dims(counts + 1 >= caps, 1)
+        return ops.where(ops.logical_and(ending, ops.expand_dims(others, 0)), -1e9, logits), (inner, counts + 1)
+
+    return step_capped, ops.zeros_like(caps)
 
 
 def forced(step, prefix, copies):
@@ -94,7 +148,7 @@ def forced(step, prefix, copies):
 
 
 def _search(model, inputs, encoded, beam_width, max_length, length_penalty, n_best, coverage_penalty,
-            no_repeat_ngram_size, prefix=None):
+            no_repeat_ngram_size, prefix=None, caps=None):
     from keras import ops
 
     from seqtasks.decoding import beam_search, greedy_search, tile_beams
@@ -124,6 +178,12 @@ def _search(model, inputs, encoded, beam_width, max_length, length_penalty, n_be
         step, counts = forced(step, prefix, 1 if greedy else beam_width)
         state = (state, counts)
         coverage_fn = (lambda state: state[0][1]) if covers else None
+    if caps is not None:
+        step, counts = capped(step, caps, 1 if greedy else beam_width)
+        state = (state, counts)
+        if covers:
+            inner_coverage = coverage_fn
+            coverage_fn = lambda state: inner_coverage(state[0])  # noqa: E731
     if not greedy:
         return beam_search(
             step, state, start, END_ID, max_length, beam_width, alpha=length_penalty, n_best=n_best,
@@ -142,7 +202,7 @@ def _memory_mask(cache):
     return cache[2] if isinstance(cache, (tuple, list)) and len(cache) == 3 else None
 
 
-def _sample(model, inputs, encoded, v, n_best, prefix=None):
+def _sample(model, inputs, encoded, v, n_best, prefix=None, caps=None):
     from keras import ops
 
     from seqtasks.decoding import sampling_search, tile_beams
@@ -157,6 +217,9 @@ def _sample(model, inputs, encoded, v, n_best, prefix=None):
 
     if prefix is not None:
         step, counts = forced(step, prefix, samples)
+        state = (state, counts)
+    if caps is not None:
+        step, counts = capped(step, caps, samples)
         state = (state, counts)
     ids, lengths, scores, _ = sampling_search(
         step, state, start, END_ID, max_length, num_samples=samples, temperature=v["temperature"],

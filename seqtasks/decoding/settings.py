@@ -28,6 +28,8 @@ MAX_BEAM_WIDTH = 16
 MAX_DECODE_LENGTH = 256
 # One exported graph blocks any n-gram size up to this (`beam_search.repeated_ngram_bans`).
 MAX_NGRAM_SIZE = 10
+# Outputs longer than ten times their source are not translations; `max_length` bounds them anyway.
+MAX_LENGTH_FACTOR = 10.0
 
 SEARCHES = ("greedy", "beam", "sampling")
 # The setting whose value above 0 samples instead of searching.
@@ -110,6 +112,9 @@ SETTINGS = (
             ("sampling",)),
     Setting("seed", "int64", 0, 0, MAX_SEED, "Seed",
             "Sampling: the same seed gives an input the same samples, in any batch.", ("sampling",)),
+    Setting("length_factor", "float32", 0.0, 0.0, MAX_LENGTH_FACTOR, "Length factor (0: none)",
+            "An output of a model that reads tokens ends after at most length_factor x (its source's tokens + 1) "
+            "tokens, its end token included, as tensorflow/nmt's decoding_length_factor (0: max_length alone)."),
 )
 NAMES = tuple(setting.name for setting in SETTINGS)
 BY_NAME = {setting.name: setting for setting in SETTINGS}

@@ -179,14 +179,17 @@ def target_ids(tokenizer, target, rows, end=True):
     return tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, 0]])
 
 
-def text_reading_limits(data):
-    """The model card's lines on what `text_reader` reads of a text, for a recipe's `data` section."""
+def text_reading_limits(limit, why):
+    """The model card's lines on what a `text_reader(..., limit, by_sentence=True)` reads of a text; `why` says
+    where `limit` comes from."""
     from seqtasks.export.serving_limits import MAX_SENTENCES, text_character_limit
 
     return [
-        f"Only the first {text_character_limit(data.max_length):,} characters of a text are read.",
+        f"Only the first {text_character_limit(limit):,} characters of a text are read.",
         f"A text is read sentence by sentence, at most {MAX_SENTENCES} (later ones are read with the last, as "
-        f"one); a sentence is cut to its first {data.max_length} tokens (`data.max_length`).",
+        f"one). A sentence of at most {limit} tokens ({why}) is read whole; a longer one is read in parts of at "
+        "most as many, cut after its clause punctuation (, ; :), else between words, each part translated on its "
+        "own and the parts joined with the whitespace between them.",
     ]
 
 
@@ -196,6 +199,7 @@ def text_reader(tokenizer, max_length, by_sentence=False):
     import tensorflow as tf
 
     from seqtasks.export.serving_limits import MAX_SENTENCES, cut_text
+    from seqtasks.text.clauses import split_long_graph
     from seqtasks.text.sentences import sentence_case_graph, split_sentences_graph, upper_case_graph
 
     def capped(sentences, separators):
@@ -249,19 +253,25 @@ def text_reader(tokenizer, max_length, by_sentence=False):
         `split` cuts each text into its sentences
         (`seqtasks.text.sentences.split_sentences`), at most
         `MAX_SENTENCES` (later ones are read with the last, as one); each is
-        read as its own example, cut to `max_length` tokens, and decoded with every setting
-        (`max_length`, `n_best`, ...) applying to it alone. A sentence with at
-        least two letters and no lower-case letter ("EL PERRO ESTÁ EN EL
-        JARDÍN.") is read in sentence case ("El perro está en el jardín.",
+        read as its own example and decoded with every setting (`max_length`,
+        `n_best`, ...) applying to it alone. A sentence of more than
+        `max_length` tokens, longer than any the model trained on, is read in
+        parts instead: cut after its clause punctuation, else between words,
+        into parts of at most `max_length` tokens
+        (`seqtasks.text.clauses.split_long`), each decoded on its own and
+        joined with the whitespace between them. A sentence of at
+        least two words and no lower-case letter ("EL PERRO ESTÁ EN EL
+        JARDÍN."; "OK." and "USA." are read as written) is read in sentence case ("El perro está en el jardín.",
         `seqtasks.text.sentences.sentence_case`), as the cased subwords have
         seen such text, and its output is upper-cased back, a prefix forced
         on it included; mixed case is read as it is.
 
         A text's output is its sentences' outputs joined with the whitespace
         that separates those sentences in the text (none before the first
-        nor after the last); its score is the mean of their scores. The k-th
-        of its n-best outputs joins the k-th best output of each sentence,
-        scored with the mean of theirs. A prefix is forced on a text's first
+        nor after the last); its score is the mean of their scores (a
+        sentence read in parts: the mean of its parts'). The k-th of its
+        n-best outputs joins the k-th best output of each part, scored
+        alike. A prefix is forced on a text's first
         sentence. A text without sentences (empty, blank) gets an empty
         output and a score of 0.0, as does a sentence with no tokens: 0.0 is
         the log-probability of a certain output.
@@ -277,12 +287,20 @@ def text_reader(tokenizer, max_length, by_sentence=False):
             # The separator before each sentence: none before a text's first.
             separator = tf.gather(separators.row_starts(), rows) + position
             before = tf.where(position > 0, tf.gather(separators.flat_values, separator), "")
-            parts, shouted = sentence_case_graph(sentences.flat_values)
+            cased, shouted = sentence_case_graph(sentences.flat_values)
+            clauses, between = split_long_graph(cased, self.count_tokens, max_length)
+            # Each part: a sentence, or a part of a sentence too long to read whole.
+            owner = clauses.value_rowids()
+            opens = tf.equal(tf.range(tf.size(owner, out_type=tf.int64)), tf.gather(clauses.row_starts(), owner))
+            parts = clauses.flat_values
+            before = tf.where(opens, tf.gather(before, owner), between.flat_values)
+            shouted = tf.gather(shouted, owner)
             count = tf.shape(parts)[0]
             # A request of blank texts still reads one (blank) part: the search needs a row.
             padding = tf.fill([tf.maximum(0, 1 - count)], "")
             if prefix is not None:
-                prefix = tf.concat([tf.where(position > 0, "", tf.gather(prefix, rows)), padding], 0)
+                first = tf.logical_and(opens, tf.gather(position, owner) == 0)
+                prefix = tf.concat([tf.where(first, tf.gather(tf.gather(prefix, rows), owner), ""), padding], 0)
 
             def join(outputs, scores):
                 outputs, scores = outputs[:count], scores[:count]
@@ -290,13 +308,21 @@ def text_reader(tokenizer, max_length, by_sentence=False):
                 shouting = shouted if rank == 1 else shouted[:, None]
                 outputs = tf.where(shouting, upper_case_graph(outputs), outputs)
                 outputs = (before if rank == 1 else before[:, None]) + outputs
-                by_text = tf.RaggedTensor.from_row_splits
-                joined = tf.strings.reduce_join(by_text(outputs, sentences.row_splits), axis=1)
-                total = tf.reduce_sum(by_text(scores, sentences.row_splits), axis=1)
+                by_sentence = tf.RaggedTensor.from_row_splits
+                joined = tf.strings.reduce_join(by_sentence(outputs, clauses.row_splits), axis=1)
+                joined = tf.strings.reduce_join(by_sentence(joined, sentences.row_splits), axis=1)
+                # A sentence's score is the mean of its parts', a text's the mean of its sentences'.
+                parts_of = tf.cast(clauses.row_lengths(), scores.dtype)
+                per_sentence = tf.reduce_sum(by_sentence(scores, clauses.row_splits), axis=1)
+                per_sentence /= parts_of if rank == 1 else parts_of[:, None]
+                total = tf.reduce_sum(by_sentence(per_sentence, sentences.row_splits), axis=1)
                 counts = tf.cast(tf.maximum(sentences.row_lengths(), 1), scores.dtype)
                 return joined, total / (counts if rank == 1 else counts[:, None])
 
             return tf.concat([parts, padding], 0), prefix, join
+
+        def count_tokens(self, texts):
+            return self.tokenizer.tokenize(texts).row_lengths()
 
     return SentenceReader() if by_sentence else TextReader()
 

@@ -358,6 +358,74 @@ class ToyDataConfig:
         return []
 
 
+def _share(doc):
+    return spec(0.0, doc, min=0.0, max=1.0)
+
+
+def _one_draw(config, names):
+    """Case transforms are drawn once per example: their shares must add up to at most 1."""
+    total = sum(getattr(config, name) for name in names)
+    if total > 1:
+        return [(names[0], f"{' + '.join(names)} are shares of one draw: expected at most 1 in all; got {total:g}")]
+    return []
+
+
+_CASE_SHARES = ("lower_case", "upper_case", "title_case")
+
+
+@dataclass
+class PairAugmentConfig:
+    lower_case: float = _share("Share of training pairs whose source is lower-cased; the target keeps its case.")
+    upper_case: float = _share("Share whose source and target are upper-cased.")
+    title_case: float = _share(
+        "Share whose source and target are title-cased: each word's first letter upper-cased, the others lowered. "
+        "The three case shares are of one draw: at most 1 in all."
+    )
+    drop_punctuation: float = _share(
+        "Share whose source loses its final . ! ? … and its opening ¿ ¡; the target keeps them."
+    )
+    strip_accents: float = _share(
+        "Share whose source loses its accents and other marks (á -> a, ñ -> n, ü -> u); the target keeps them."
+    )
+    typos: float = _share("Share whose source gets one typo: a letter dropped, doubled or swapped with the next character.")
+    join: float = _share(
+        "Share of training pairs joined with the pairs after them in the epoch's order into one longer example: "
+        "as sentences of one text, or, where every part is a statement, as one sentence joined by commas or "
+        "`conjunctions`. A joined example may hold join_max x max_length subwords a side, which is then the "
+        "longest sentence the export reads whole."
+    )
+    join_max: int = spec(3, "Most pairs in a joined example (2 to join_max, drawn uniformly).", min=2, max=16)
+    conjunctions: list[str] = spec(
+        [], "A source and a target word that may join two statements into one sentence, such as [y, and] (empty: commas only)."
+    )
+
+    def check(self):
+        problems = _one_draw(self, _CASE_SHARES)
+        if self.conjunctions and (len(self.conjunctions) != 2 or not all(w.strip() == w and w for w in self.conjunctions)):
+            problems.append(("conjunctions", f"expected two words, the source's and the target's; got {self.conjunctions}"))
+        return problems
+
+    @property
+    def enabled(self):
+        return any(getattr(self, name) > 0 for name in (*_CASE_SHARES, "drop_punctuation", "strip_accents", "typos", "join"))
+
+
+@dataclass
+class TokenAugmentConfig:
+    lower_case: float = _share("Share of training sentences whose tokens are lower-cased; the tags are unchanged.")
+    upper_case: float = _share(
+        "Share whose tokens are upper-cased; the tags are unchanged. With lower_case, a share of one draw: at most 1 "
+        "in all."
+    )
+
+    def check(self):
+        return _one_draw(self, ("lower_case", "upper_case"))
+
+    @property
+    def enabled(self):
+        return self.lower_case > 0 or self.upper_case > 0
+
+
 @dataclass
 class TranslationDataConfig:
     path: str = spec(
@@ -380,8 +448,15 @@ class TranslationDataConfig:
     )
     max_length: int = spec(
         40,
-        "Training pairs with more subwords on either side are left out; served inputs are "
-        "truncated to this many subwords.",
+        "Training pairs with more subwords on either side are left out.",
+        min=1,
+        max=MAX_LENGTH,
+    )
+    split_longer_than: Optional[int] = spec(
+        None,
+        "The export reads a sentence of up to this many subwords whole and a longer one in parts, cut after its "
+        "clause punctuation (, ; :), else between words, each part translated on its own (null: the longest "
+        "source trained on, max_length, or max_length x augment.join_max where augment.join joins pairs).",
         min=1,
         max=MAX_LENGTH,
     )
@@ -398,6 +473,11 @@ class TranslationDataConfig:
     source_vocab_size: int = spec(8000, "Target size of the source subword vocabulary.", min=10, max=MAX_VOCAB)
     target_vocab_size: int = spec(8000, "Target size of the target subword vocabulary.", min=10, max=MAX_VOCAB)
     lower_case: bool = spec(True, "Case-fold both sides before tokenizing.")
+    augment: PairAugmentConfig = section(
+        PairAugmentConfig,
+        "Training pairs as people type them, a share each, drawn afresh every epoch from the seed "
+        "(seqtasks.data.augmentation).",
+    )
 
     def check(self):
         if not self.path:
@@ -602,6 +682,11 @@ class TaggingDataConfig:
         "made with. 'whitespace': at whitespace only; 'treebank': Penn Treebank and CoNLL-2003 (punctuation, "
         "brackets, quotes and 's / n't split off; 'U.S.', '3.5', 'e-mail' whole); 'tweet': keeps URLs, "
         "@mentions, #hashtags, emoticons and emoji whole (seqtasks.text.pretokenizers).",
+    )
+    augment: TokenAugmentConfig = section(
+        TokenAugmentConfig,
+        "Training sentences as people type them: a share lower-cased and a share upper-cased, drawn afresh "
+        "every epoch from the seed (seqtasks.data.augmentation).",
     )
 
     def check(self):

@@ -145,7 +145,11 @@ class Task(abc.ABC):
         lines = ["Any batch size; an empty batch gives empty outputs.", *self.reading_limits()]
         decoding = getattr(self.recipe.model, "decoding", None)
         if decoding is not None:
-            lines.append(f"An output has at most {decoding.max_length} tokens (`model.decoding.max_length`).")
+            line = f"An output has at most {decoding.max_length} tokens (`model.decoding.max_length`)"
+            if decoding.length_factor > 0:
+                line += (f", and at most {decoding.length_factor:g} x (its source's tokens + 1) where the model reads "
+                         "tokens (`model.decoding.length_factor`)")
+            lines.append(line + ".")
         return lines
 
     def reading_limits(self):

@@ -16,34 +16,59 @@ VOCABULARY_FILES = {
 _HEATMAPS = 3
 
 
-def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_size, shuffle_seed=None):
+def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_size, shuffle_seed=None, augmenter=None):
     """Tokenized, length-filtered, length-bucketed batches `((source, target_in), target_out)`.
 
     Pairs whose source or target (with `[START]`/`[END]`) exceed `max_length`
     subwords are left out; batches group sentences of similar length so little
-    of each batch is padding.
+    of each batch is padding. With an `augmenter`
+    (`seqtasks.data.augmentation.PairAugmenter`; training, with a
+    `shuffle_seed`), the pairs kept are transformed by each epoch's draws
+    before they are tokenized, and a joined example may hold
+    `augmenter.joins * max_length` subwords a side.
     """
     import tensorflow as tf
 
     from seqtasks.data.batching import bucketed_batches
     from seqtasks.text.special_ids import END_ID
 
+    def tokenized(sources, targets):
+        return source_tokenizer.tokenize(sources), target_tokenizer.tokenize(targets)
+
+    def within(limit):
+        return lambda s, t: tf.logical_and(tf.logical_and(tf.size(s) > 0, tf.size(s) <= limit), tf.size(t) + 1 <= limit)
+
+    def with_ends(s, t):
+        return s, tf.concat([[START_ID], t], 0), tf.concat([t, [END_ID]], 0)
+
     sources = tf.constant([source for source, _ in pairs])
     targets = tf.constant([target for _, target in pairs])
     data = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(1024)
-    data = data.map(
-        lambda s, t: (source_tokenizer.tokenize(s), target_tokenizer.tokenize(t)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    ).unbatch()
-    data = data.filter(
-        lambda s, t: tf.logical_and(
-            tf.logical_and(tf.size(s) > 0, tf.size(s) <= max_length), tf.size(t) + 1 <= max_length
-        )
-    )
-    data = data.map(
-        lambda s, t: (s, tf.concat([[START_ID], t], 0), tf.concat([t, [END_ID]], 0))
-    )
-    boundaries = [b for b in _BUCKETS if b < max_length + 1]
+    per_epoch, limit = None, max_length
+    if augmenter is None or shuffle_seed is None:
+        data = data.map(tokenized, num_parallel_calls=tf.data.AUTOTUNE).unbatch().filter(within(max_length))
+        data = data.map(with_ends)
+    else:
+        # The pairs that fit are kept as text and tokens, numbered for their draws; each epoch tokenizes again
+        # only what its draws change.
+        def measured(sources, targets):
+            return (sources, targets, *tokenized(sources, targets))
+
+        def fits(source, target, source_ids, target_ids):
+            return within(max_length)(source_ids, target_ids)
+
+        def numbered(index, element):
+            return (index, *element)
+
+        data = data.map(measured, num_parallel_calls=tf.data.AUTOTUNE).unbatch().filter(fits)
+        data = data.enumerate().map(numbered)
+        limit = max_length * augmenter.joins
+        epochs = augmenter.epochs(len(pairs), source_tokenizer.tokenize, target_tokenizer.tokenize)
+
+        def per_epoch(elements, epoch):
+            return epochs(elements, epoch).filter(within(limit)).map(with_ends)
+
+    boundaries = [b for b in _BUCKETS if b < limit + 1]
     data = bucketed_batches(
         data,
         len(pairs),
@@ -51,6 +76,7 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, max_length, batch_si
         boundaries,
         batch_size,
         shuffle_seed,
+        per_epoch=per_epoch,
     )
     return data.map(lambda s, t_in, t_out: ((s, t_in), t_out)).prefetch(tf.data.AUTOTUNE)
 
@@ -135,10 +161,33 @@ class TranslationTask(Task):
     def vocabularies(self):
         return {"source": list(self.source_tokenizer.vocab), "target": list(self.target_tokenizer.vocab)}
 
+    @property
+    def trained_limit(self):
+        """The most subwords of a source training reads, joined examples included."""
+        config = self.recipe.data
+        return config.max_length * (config.augment.join_max if config.augment.join > 0 else 1)
+
+    @property
+    def source_limit(self):
+        """The most subwords of a sentence the export reads whole (`data.split_longer_than`, else
+        `trained_limit`); it splits a longer one at its clauses."""
+        return self.recipe.data.split_longer_than or self.trained_limit
+
+    def augmenter(self, train):
+        """The recipe's `data.augment` for these training pairs (None when it changes nothing)."""
+        from seqtasks.data.augmentation import PairAugmenter, capitalised_words
+
+        augment = self.recipe.data.augment
+        if not augment.enabled:
+            return None
+        names = [capitalised_words([pair[side] for pair in train]) for side in (0, 1)] if augment.join else ([], [])
+        return PairAugmenter(augment, self.recipe.seed, *names)
+
     def datasets(self, train, validation):
         config, batch_size = self.recipe.data, self.recipe.training.batch_size
         train_data = make_dataset(
-            train, self.source_tokenizer, self.target_tokenizer, config.max_length, batch_size, self.recipe.seed
+            train, self.source_tokenizer, self.target_tokenizer, config.max_length, batch_size, self.recipe.seed,
+            augmenter=self.augmenter(train),
         )
         validation_data = make_dataset(
             validation, self.source_tokenizer, self.target_tokenizer, config.max_length, batch_size
@@ -195,7 +244,7 @@ class TranslationTask(Task):
         config, decoding = self.recipe.data, self.recipe.model.decoding
         sources = [s for s, _ in examples]
         source_rows = [
-            row[: config.max_length] for row in self.source_tokenizer.tokenize(tf.constant(sources)).to_list()
+            row[: self.trained_limit] for row in self.source_tokenizer.tokenize(tf.constant(sources)).to_list()
         ]
         timings = {}
         output_ids = pad_rows(
@@ -277,10 +326,18 @@ class TranslationTask(Task):
     def reading_limits(self):
         from seqtasks.encoder_decoder.server import text_reading_limits
 
-        return text_reading_limits(self.recipe.data)
+        config = self.recipe.data
+        if config.split_longer_than:
+            why = f"`data.split_longer_than`; the longest source trained on holds {self.trained_limit}"
+        elif self.trained_limit > config.max_length:
+            why = ("`data.max_length` x `data.augment.join_max`, the longest source trained on, pairs joined by "
+                   "`data.augment.join`")
+        else:
+            why = "`data.max_length`, the longest source trained on"
+        return text_reading_limits(self.source_limit, why)
 
     def serving_module(self, model):
         from seqtasks.encoder_decoder.server import make_server, text_reader
 
-        reader = text_reader(self.source_tokenizer, self.recipe.data.max_length, by_sentence=True)
+        reader = text_reader(self.source_tokenizer, self.source_limit, by_sentence=True)
         return make_server(model, reader, self.target_tokenizer, "translation", self.recipe.model.decoding)

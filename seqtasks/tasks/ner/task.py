@@ -31,8 +31,10 @@ def tag_vocabulary(config, train, validation):
     return vocab
 
 
-def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None):
-    """Length-bucketed batches `(features, tag ids)`, padded with 0."""
+def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None, augmenter=None):
+    """Length-bucketed batches `(features, tag ids)`, padded with 0; with an `augmenter`
+    (`seqtasks.data.augmentation.TokenAugmenter`; training, with a `shuffle_seed`), each epoch's draws change
+    the case of a share of the sentences."""
     import keras
     import tensorflow as tf
 
@@ -43,8 +45,13 @@ def make_dataset(sentences, featurizer, tag_index, batch_size, shuffle_seed=None
     data = tf.data.Dataset.from_tensor_slices((tokens, tags))
     # Sliced rows keep a ragged spec, which bucketing's padded_batch rejects.
     data = data.map(lambda words, labels: (tf.identity(words), tf.identity(labels)))
+    per_epoch = None
+    if augmenter is not None and shuffle_seed is not None:
+        data = data.enumerate().map(lambda index, pair: (index, *pair))
+        per_epoch = augmenter.epochs(len(sentences))
     data = bucketed_batches(
-        data, len(sentences), lambda words, labels: tf.size(words), _BUCKETS, batch_size, shuffle_seed, ("", 0)
+        data, len(sentences), lambda words, labels: tf.size(words), _BUCKETS, batch_size, shuffle_seed, ("", 0),
+        per_epoch=per_epoch,
     )
     data = data.map(
         lambda words, labels: (featurizer.features(tf.RaggedTensor.from_tensor(words, padding="")), labels),
@@ -202,10 +209,14 @@ class NerTask(Task):
         self.first_singleton = first_singleton
 
     def datasets(self, train, validation):
+        from seqtasks.data.augmentation import TokenAugmenter
+
         tag_index = {tag: index for index, tag in enumerate(self.tags)}
         batch_size = self.recipe.training.batch_size
+        augment = self.recipe.data.augment
+        augmenter = TokenAugmenter(augment, self.recipe.seed) if augment.enabled else None
         return (
-            make_dataset(train, self.featurizer, tag_index, batch_size, self.recipe.seed),
+            make_dataset(train, self.featurizer, tag_index, batch_size, self.recipe.seed, augmenter),
             make_dataset(validation, self.featurizer, tag_index, batch_size),
         )
 
