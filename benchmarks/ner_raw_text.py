@@ -16,6 +16,8 @@ it) then tags
   to the written-out text through the tokens' offsets there;
 - `raw_text`: the written-out text (`serving_default`: the recipe's
   `data.pretokenizer` splits it inside the graph);
+- `raw_text_lower`: the same text lower-cased, as search queries, chat and
+  transcripts are (each character on its own, so the gold offsets hold);
 
 and both are scored as exact (start, end, type) character spans against the
 gold spans: precision, recall and F1, micro-averaged over the entities.
@@ -44,6 +46,12 @@ def entity_spans(tags, offsets):
     if current:
         spans.add(tuple(current))
     return spans
+
+
+def lower_case(text):
+    """`text` lower-cased character by character, so that offsets into it hold (a character whose lower case is
+    longer, such as "İ", is kept)."""
+    return "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
 
 
 def scores(gold, predicted):
@@ -91,6 +99,8 @@ def measure(run_dir, data=None, limit=None, pretokenizer=None, heldout=False):
     from_tokens = [entity_spans(result.tags, spans) for result, (_, spans) in zip(tokenized, written)]
     raw = model.tag([text for text, _ in written])
     from_text = [{(e.start, e.end, e.type) for e in result.entities} for result in raw]
+    lowered = model.tag([lower_case(text) for text, _ in written])
+    from_lowered = [{(e.start, e.end, e.type) for e in result.entities} for result in lowered]
     same_tokens = sum(result.tokens == list(words) for result, (words, _) in zip(raw, sentences))
     return {
         "run": str(run_dir),
@@ -100,6 +110,7 @@ def measure(run_dir, data=None, limit=None, pretokenizer=None, heldout=False):
         "raw_text_tokens_as_data": round(same_tokens / max(1, len(sentences)), 4),
         "tokenized": scores(gold, from_tokens),
         "raw_text": scores(gold, from_text),
+        "raw_text_lower": scores(gold, from_lowered),
     }
 
 
