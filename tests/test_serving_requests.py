@@ -624,3 +624,23 @@ def test_progress_says_whether_the_model_has_work_without_waiting_on_it():
     assert running["busy"] and running["requests"] == 2 and running["call_s"] >= 0  # probes are not requests
     assert running["since_progress_s"] >= running["call_s"]  # no call has finished since the work began
     assert after == idle
+
+
+def test_a_sampling_request_leaves_out_the_export_s_beam_preferences_in_both_formats():
+    inputs = {"text": ("string", [None]), "num_samples": ("int32", [None]), "no_repeat_ngram_size": ("int32", [None]),
+              "beam_width": ("int32", [None])}
+    own = {"num_samples": 0, "no_repeat_ngram_size": 3, "beam_width": 5}
+    signatures = {"with_settings": {"inputs": inputs, "defaults": own}}
+
+    def columns(body):
+        return read_predict({"signature_name": "with_settings", **body}, signatures, Limits())[1]
+
+    rows = columns({"instances": [{"text": "a"}, {"text": "b", "num_samples": 2}, {"text": "c", "num_samples": 2,
+                                                                                    "no_repeat_ngram_size": 4}]})
+    assert rows == {"text": ["a", "b", "c"], "num_samples": [0, 2, 2], "no_repeat_ngram_size": [3, 0, 4],
+                    "beam_width": [5, 5, 5]}
+    assert columns({"inputs": {"text": ["a", "b"], "num_samples": [2, 3]}})["no_repeat_ngram_size"] == [0]
+    assert columns({"inputs": {"text": ["a"], "num_samples": 2}})["no_repeat_ngram_size"] == [0]
+    # Rows that do not all sample keep the export's own, for the checks to name where it applies.
+    assert columns({"inputs": {"text": ["a", "b"], "num_samples": [0, 3]}})["no_repeat_ngram_size"] == [3]
+    assert columns({"inputs": {"text": ["a"]}})["no_repeat_ngram_size"] == [3]

@@ -190,3 +190,23 @@ def test_as_json_is_the_form_s_table_in_the_declaration_s_order():
     assert as_json([]) == []
     labels = [entry["label"] for entry in as_json()]
     assert labels[0] == "Beam width" and all(label and entry["meaning"] for label, entry in zip(labels, as_json()))
+
+
+def test_a_sampling_call_leaves_out_the_export_s_beam_preferences_and_keeps_every_other_value():
+    from seqtasks.decoding.settings import filled, samples
+
+    own = {**defaults(), "beam_width": 5, "length_penalty": 1.0, "no_repeat_ngram_size": 3, "coverage_penalty": 0.2}
+    beam_only = {setting.name for setting in SETTINGS if setting.beam_only}
+    assert {"no_repeat_ngram_size", "coverage_penalty"} <= beam_only
+    assert filled({}, own) == own and filled({"beam_width": 2}, own) == {**own, "beam_width": 2}
+    sampled = filled({"num_samples": 4, "n_best": 2}, own)
+    assert sampled == {**own, "num_samples": 4, "n_best": 2, **{name: BY_NAME[name].default for name in beam_only}}
+    assert problems(sampled) == []
+    # A preference the call names is kept, and still refused.
+    named = filled({"num_samples": 4, "n_best": 1, "no_repeat_ngram_size": 3}, own)
+    assert named["no_repeat_ngram_size"] == 3 and named["coverage_penalty"] == 0.0
+    assert problems(named)[0][0] == "no_repeat_ngram_size"
+    # Only a number above 0 samples; anything else is left for the checks to name.
+    for switch in (0, -1, True, "2", None, [3]):
+        assert not samples(switch) and filled({"num_samples": switch}, own)["no_repeat_ngram_size"] == 3
+    assert samples(1) and samples(0.5)

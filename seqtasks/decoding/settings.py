@@ -127,6 +127,27 @@ def defaults():
     return {setting.name: setting.default for setting in SETTINGS}
 
 
+def samples(switch):
+    """Whether a value of `SAMPLING_SWITCH` asks for sampling (a number above 0; anything else is checked later)."""
+    return isinstance(switch, (int, float)) and not isinstance(switch, bool) and switch > 0
+
+
+def filled(given, own):
+    """The settings a call decodes with: those `given`, and `own` (an export's values) for those it leaves out.
+
+    A beam search preference the call leaves out takes its default when the
+    call samples, for sampling reads none: an export whose recipe blocks
+    repeated n-grams still samples when asked to, and a preference a
+    sampling call names is still an error (`problems`).
+    """
+    values = {**own, **given}
+    if samples(values.get(SAMPLING_SWITCH, 0)):
+        for setting in SETTINGS:
+            if setting.beam_only and setting.name in values and setting.name not in given:
+                values[setting.name] = setting.default
+    return values
+
+
 def values_of(settings):
     """Every setting's value: `settings` is a mapping of some of them (the rest take their defaults) or an object
     with every one as an attribute (a recipe's `model.decoding`)."""

@@ -323,7 +323,7 @@ class SeqtasksModel:
         return self._predictor.run(name, inputs)
 
     def _batches(self, items, batch_size, settings=None, prefix=None):
-        from seqtasks.decoding.settings import NAMES, problems
+        from seqtasks.decoding.settings import NAMES, filled, problems
         from seqtasks.export.signatures import ATTENTION_SIGNATURE, PREFIX_SIGNATURE, SETTINGS_SIGNATURE
 
         settings = {key: value for key, value in (settings or {}).items() if value is not None}
@@ -334,7 +334,7 @@ class SeqtasksModel:
             prefixes = [prefix] * len(items) if isinstance(prefix, str) else list(prefix)
             if len(prefixes) != len(items) or not all(isinstance(text, str) for text in prefixes):
                 raise SeqtasksError(f"prefix: expected a string, or one per input ({len(items)})")
-            settings = {**self.decoding_defaults(), **settings}
+            settings = filled(settings, self.decoding_defaults())
         unknown = sorted(set(settings) - set(NAMES))
         if unknown:
             raise SeqtasksError(f"{unknown[0]}: not a decoding setting; expected some of {list(NAMES)}")
@@ -346,7 +346,7 @@ class SeqtasksModel:
             if missing:
                 raise SeqtasksError(f"{missing[0]}: this export takes only the settings {list(accepted)} "
                                     "(it was made before the others existed; export it again to add them)")
-            settings = {**self.decoding_defaults(), **settings}
+            settings = filled(settings, self.decoding_defaults())
             # Checked here as the graph checks them, before a value too large for its dtype reaches a tensor.
             wrong = problems(settings, attends=ATTENTION_SIGNATURE in self._predictor.signature_names)
             if wrong:

@@ -18,6 +18,7 @@ import math
 import re
 
 from seqtasks.data.image_headers import BadImage
+from seqtasks.decoding.settings import SAMPLING_SWITCH, filled, samples
 from seqtasks.serving.limits import TooLarge
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -155,8 +156,9 @@ def _rows_to_columns(instances, specs, limits, defaults=None):
     columns = {key: [] for key in names}
     for index, row in enumerate(instances):
         _check_fields(f"instances[{index}]", row, names, defaults)
+        own = filled({key: row[key] for key in defaults if key in row}, defaults)
         for key in names:
-            columns[key].append(row[key] if key in row else defaults[key])
+            columns[key].append(row[key] if key in row else own[key])
     return columns
 
 
@@ -179,8 +181,12 @@ def _columns(inputs, specs, limits, defaults=None):
         inputs = {names[0]: inputs}
     _check_fields("inputs", inputs, names, defaults)
     columns = {}
+    # Left out: the export's own values (`filled`), those of a call that samples where every row samples.
+    switches = inputs.get(SAMPLING_SWITCH) if SAMPLING_SWITCH in defaults else None
+    switches = switches if isinstance(switches, list) else [switches]
+    own = filled({SAMPLING_SWITCH: 1}, defaults) if switches and all(map(samples, switches)) else defaults
     for key in names:
-        value = inputs[key] if key in inputs else defaults[key]
+        value = inputs[key] if key in inputs else own[key]
         # Every input of a seqtasks signature has one axis: a scalar is a list of one.
         columns[key] = value if isinstance(value, list) else [value]
         if not columns[key]:
