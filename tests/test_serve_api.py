@@ -60,7 +60,7 @@ def test_version_status_and_metadata_are_tensorflow_serving_s(server):
     assert default["outputs"]["scores"]["tensor_shape"]["dim"][1]["size"] == "2"  # model.decoding.n_best
     assert set(signatures["with_settings"]["inputs"]) == {
         "text", "beam_width", "n_best", "max_length", "length_penalty", "coverage_penalty", "no_repeat_ngram_size",
-        "num_samples", "temperature", "top_k", "top_p", "seed"}
+        "num_samples", "temperature", "top_k", "top_p", "seed", "length_factor"}
     assert set(signatures["with_prefix"]["inputs"]) == set(signatures["with_settings"]["inputs"]) | {"prefix"}
     assert set(signatures["score"]["inputs"]) == {"text", "target"}
     assert set(signatures["score"]["outputs"]) == {"score", "log_prob", "token_log_probs", "target_tokens"}

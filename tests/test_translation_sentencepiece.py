@@ -8,7 +8,9 @@ from conftest import serve_in_tensorflow_only, write_sample_pairs
 from trained_runs import SENTENCEPIECE_TRANSLATION, TRANSLATION_RECIPE
 
 from seqtasks.recipe import load_recipe
-from seqtasks.export.serving_limits import MAX_SENTENCES
+from seqtasks.export.serving_limits import MAX_SENTENCES, text_character_limit
+from seqtasks.text.clauses import split_long
+from seqtasks.text.sentences import split_sentences
 
 pytestmark = pytest.mark.slow  # a small training and an export
 
@@ -107,9 +109,15 @@ def test_hostile_texts_are_cut_on_subwords_and_give_bounded_clean_outputs(senten
     )
     long_out = out["long"]["translation"]["value"]
     # About 280 sentences: the first 63 are translated each on its own, the rest are read with the 64th as one
-    # sentence, cut to its first max_length subwords (MAX_SENTENCES).
+    # sentence (MAX_SENTENCES), longer than the model reads, so in parts cut between its words, none left out.
     assert long_out[0].startswith(" ".join([long_out[1]] * (MAX_SENTENCES - 1)) + " ")
-    assert len(target.encode(long_out[0])) <= MAX_SENTENCES * recipe.model.decoding.max_length
+    assert recipe.data.augment.join == 0 and recipe.data.split_longer_than is None
+    sentences, separators = split_sentences(long[: text_character_limit(recipe.data.max_length)])
+    rest = "".join(s + after for s, after in zip(sentences[MAX_SENTENCES - 1 :], separators[MAX_SENTENCES:])).rstrip()
+    parts, _ = split_long(rest, lambda text: len(source.encode(text)), recipe.data.max_length)
+    assert len(parts) > 1 and all(len(source.encode(part)) <= recipe.data.max_length for part in parts)
+    tail = long_out[0][len(" ".join([long_out[1]] * (MAX_SENTENCES - 1))) + 1 :]
+    assert recipe.model.decoding.max_length < len(target.encode(tail)) <= len(parts) * recipe.model.decoding.max_length
     outputs = long_out[1:] + out["hostile"]["translation"]["value"]
     assert outputs[-1] == ""
     assert all(len(target.encode(output)) <= recipe.model.decoding.max_length for output in outputs)

@@ -228,6 +228,9 @@ class TranslationTask(Task):
     def evaluate(self, model, examples, out_dir):
         """BLEU and chrF of the recipe's decoding on the pairs; `translations.tsv` and heatmaps in `out_dir`.
 
+        A source is read whole up to `source_limit` subwords, as the export
+        reads it; a longer one (the export reads it in parts) is cut there.
+
         BLEU (sacrebleu's 13a tokenization) and chrF compare the outputs with
         the references as written (NFKC), case included, as the field reports
         them; `bleu_lowercase` beside them ignores case.
@@ -244,7 +247,7 @@ class TranslationTask(Task):
         config, decoding = self.recipe.data, self.recipe.model.decoding
         sources = [s for s, _ in examples]
         source_rows = [
-            row[: self.trained_limit] for row in self.source_tokenizer.tokenize(tf.constant(sources)).to_list()
+            row[: self.source_limit] for row in self.source_tokenizer.tokenize(tf.constant(sources)).to_list()
         ]
         timings = {}
         output_ids = pad_rows(
