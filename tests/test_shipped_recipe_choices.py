@@ -1,4 +1,4 @@
-"""What the README says three shipped recipes choose (BENCHMARKS.md, issue 54) is what their files say."""
+"""What the README says the shipped recipes choose (BENCHMARKS.md, issues 54 and 64) is what their files say."""
 
 from conftest import REPO
 
@@ -25,3 +25,23 @@ def test_the_conll_recipe_ensembles_five_taggers_and_keeps_the_epoch_of_the_best
     assert recipe.model.ensemble == 5 and recipe.model.output == "crf"
     assert recipe.training.monitor == "val_f1" and recipe.training.early_stopping_patience == 5
     assert recipe.training.max_minutes == 60
+
+
+def test_the_translation_recipes_train_on_typed_and_joined_text_and_decode_long_sentences_whole():
+    # README, "Text as people type it", "Long sentences are never cut", "Beam search preferences" (issue 64).
+    for name in ("translation", "translation-anki-spa-eng", "translation-bahdanau"):
+        recipe = load_recipe(REPO / "recipes" / f"{name}.yaml")
+        augment, decoding = recipe.data.augment, recipe.model.decoding
+        assert (augment.lower_case, augment.drop_punctuation, augment.strip_accents, augment.typos) == (
+            0.4, 0.4, 0.3, 0.0), name
+        assert (augment.join, augment.join_max, list(augment.conjunctions)) == (0.15, 3, ["y", "and"]), name
+        assert (augment.upper_case, augment.title_case) == (0.0, 0.0), name
+        assert (decoding.length_factor, decoding.max_length) == (2.0, 256), name
+        assert (decoding.no_repeat_ngram_size, decoding.length_penalty) == (3, 1.0), name
+        assert recipe.data.split_longer_than is None, name
+
+
+def test_the_ner_recipes_train_on_lower_and_upper_cased_copies():
+    for name, shares in (("ner", (0.4, 0.1)), ("ner-conll2003", (0.4, 0.1)), ("ner-wnut17", (0.2, 0.05))):
+        augment = load_recipe(REPO / "recipes" / f"{name}.yaml").data.augment
+        assert (augment.lower_case, augment.upper_case) == shares, name
