@@ -68,6 +68,7 @@ def without_accents(text):
 
 def names_of(texts):
     """Words written capitalised inside sentences at least as often as lower-cased."""
+    # seqtasks.data.augmentation.capitalised_words, written again: the script also reads runs of trees without it.
     capitalised, lowered = collections.Counter(), collections.Counter()
     for text in texts:
         previous = None

@@ -177,16 +177,8 @@ def test_numbers_just_inside_each_setting_s_range_are_read():
 
 def test_the_worker_process_answers_a_huge_number_as_a_bad_request_and_reads_the_next_frame():
     # The worker's loop ended on the OverflowError, so its process died and the request was answered 503.
-    frames = io.BytesIO()
-    for raw in (_numbers(temperature=HUGE), _numbers(beam_width="-" + LONGER), _numbers(temperature="1e400"),
-                _numbers()):
-        header = {"kind": "predict", "signatures": NUMBERS, "limits": Limits().as_json(), "binary": [],
-                  "size": len(raw)}
-        frames.write(json.dumps(header).encode() + b"\n" + raw)
-    frames.seek(0)
-    answers = io.BytesIO()
-    serve_frames(frames, answers)
-    answers.seek(0)
+    raws = (_numbers(temperature=HUGE), _numbers(beam_width="-" + LONGER), _numbers(temperature="1e400"), _numbers())
+    answers = _served_frames([("predict", raw, ()) for raw in raws], NUMBERS)
     assert json.loads(answers.readline()) == {
         "error": "bad_request", "message": _out_of_range("temperature", HUGE, "float32")}
     assert json.loads(answers.readline()) == {
@@ -298,7 +290,6 @@ def test_a_body_is_bounded_before_it_is_parsed():
 
 
 def test_the_worker_process_protocol_round_trips_values_and_errors():
-    frames = io.BytesIO()
     requests = [
         ("predict", json.dumps({"signature_name": "with_settings", "instances": [
             {"text": "é \ud800", "beam_width": 2, "length_penalty": 0.5}]}).encode(), ()),
@@ -308,14 +299,7 @@ def test_the_worker_process_protocol_round_trips_values_and_errors():
         ("attention", json.dumps({"instances": ["a", "b"]}).encode(), ()),
     ]
     signatures = {**SIGNATURES, "attention": {"inputs": {"text": ("string", [None])}}}
-    for kind, raw, binary in requests:
-        header = {"kind": kind, "signatures": signatures, "limits": Limits().as_json(), "binary": list(binary),
-                  "size": len(raw)}
-        frames.write(json.dumps(header).encode() + b"\n" + raw)
-    frames.seek(0)
-    answers = io.BytesIO()
-    serve_frames(frames, answers)
-    answers.seek(0)
+    answers = _served_frames(requests, signatures)
     first = json.loads(answers.readline())
     assert first["columns"] == {"text": [{"text": 0}], "beam_width": [2], "length_penalty": [0.5]}
     assert answers.read(first["blobs"][0]).decode("utf-8", "surrogatepass") == "é \ud800"
@@ -644,3 +628,17 @@ def test_a_sampling_request_leaves_out_the_export_s_beam_preferences_in_both_for
     # Rows that do not all sample keep the export's own, for the checks to name where it applies.
     assert columns({"inputs": {"text": ["a", "b"], "num_samples": [0, 3]}})["no_repeat_ngram_size"] == [3]
     assert columns({"inputs": {"text": ["a"]}})["no_repeat_ngram_size"] == [3]
+
+
+def _served_frames(requests, signatures):
+    """The worker's answers (a file to read lines of) to `(kind, raw body, binary inputs)` frames, in order."""
+    frames = io.BytesIO()
+    for kind, raw, binary in requests:
+        header = {"kind": kind, "signatures": signatures, "limits": Limits().as_json(), "binary": list(binary),
+                  "size": len(raw)}
+        frames.write(json.dumps(header).encode() + b"\n" + raw)
+    frames.seek(0)
+    answers = io.BytesIO()
+    serve_frames(frames, answers)
+    answers.seek(0)
+    return answers
