@@ -28,7 +28,7 @@ def measure(length, steps, overrides):
 
     from seqtasks.models import Seq2Seq
     from seqtasks.recipe import load_recipe
-    from seqtasks.encoder_decoder.decoding import compile_model
+    from seqtasks.encoder_decoder.training import compile_model
     from seqtasks.training.fit import dtype_policy
 
     recipe = load_recipe(RECIPE, overrides)

@@ -76,9 +76,9 @@ def load(run_dir, pretokenizer=None):
     if pretokenizer:
         runner.task.recipe.data.pretokenizer = pretokenizer
     model = runner.load_model(None)
-    server = runner.task.serving_module(model)
+    module = runner.task.serving_module(model)
     spec = runner.task.spec
-    predictor = Predictor(server, server.serve, spec.serving_input, spec, run_dir, module_signatures(server))
+    predictor = Predictor(module, module.serve, spec.serving_input, spec, run_dir, module_signatures(module))
     return SeqtasksModel(predictor, runner, model), runner.task
 
 

@@ -27,8 +27,8 @@ def main(run_dir, seconds=60.0):
     import dataclasses
 
     from seqtasks.models import Seq2Seq
-    from seqtasks.encoder_decoder.decoding import compile_model
-    from seqtasks.tasks.translation import make_dataset
+    from seqtasks.encoder_decoder.training import compile_model
+    from seqtasks.tasks.translation.task import make_dataset
 
     recipe, train, _, source_tokenizer, target_tokenizer = load_run_data(run_dir)
     for name, variant in VARIANTS.items():

@@ -55,7 +55,7 @@ def heldout_scores(metrics):
     names = set(metrics.get("validation", {}))
     return {
         key: value for key, value in metrics.items()
-        if key not in ("validation", "final_validation") and isinstance(value, dict) and names and set(value) == names
+        if key not in ("validation", "best_validation", "final_validation") and isinstance(value, dict) and names and set(value) == names
     }
 
 

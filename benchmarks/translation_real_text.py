@@ -44,7 +44,7 @@ def measure(run_dir, limit=None, batch_size=64, whole=False):
     import seqtasks
     from seqtasks.errors import SeqtasksError
     from seqtasks.lifecycle.runner import Runner
-    from seqtasks.tasks.translation import normalize_reference
+    from seqtasks.tasks.translation.task import normalize_reference
     from seqtasks.text.sentences import split_sentences
 
     model = seqtasks.load(run_dir)

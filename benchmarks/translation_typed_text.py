@@ -141,9 +141,9 @@ def load(run_dir, split_longer_than=None):
     runner = Runner.open(run_dir, log=lambda line: None)
     runner.task.recipe.data.split_longer_than = split_longer_than
     model = runner.load_model(None)
-    server = runner.task.serving_module(model)
+    module = runner.task.serving_module(model)
     spec = runner.task.spec
-    predictor = Predictor(server, server.serve, spec.serving_input, spec, run_dir, module_signatures(server))
+    predictor = Predictor(module, module.serve, spec.serving_input, spec, run_dir, module_signatures(module))
     return SeqtasksModel(predictor, runner, model)
 
 
@@ -152,7 +152,7 @@ def measure(run_dir, limit=None, batch_size=64, split_longer_than=None, settings
     import sacrebleu
 
     from seqtasks.lifecycle.runner import Runner
-    from seqtasks.tasks.translation import normalize_reference
+    from seqtasks.tasks.translation.task import normalize_reference
     from seqtasks.text.sentences import split_sentences
 
     model = load(run_dir, split_longer_than)

@@ -1,4 +1,8 @@
-"""The `seqtasks` command: parses arguments and reports; `seqtasks.lifecycle.runner` does the work.
+"""The `seqtasks` command: parses arguments and reports; the parts of floor 6 and below do the work.
+
+`run`, `eval`, `export`, `compare` and `average` work on run folders (`seqtasks.lifecycle`, `training`,
+`evaluation`); `predict` and `score` read an export (`seqtasks.inference`); `serve` is `seqtasks.serving`;
+`convert` is `seqtasks.convert`; `recipes` lists the shipped recipes.
 
 TensorFlow is imported only by the commands that need it, so `--help` and `recipes` stay fast.
 """

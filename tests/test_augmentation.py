@@ -187,7 +187,7 @@ def position():
 
 
 def _translation_batches(epoch, batches_done=0, augmenter=True):
-    from seqtasks.tasks.translation import make_dataset
+    from seqtasks.tasks.translation.task import make_dataset
     from seqtasks.text.word_tokenizer import WordTokenizer
 
     words = sorted({w for pair in SENTENCES for side in pair for w in side.replace(".", " .").lower().split()})

@@ -1,4 +1,4 @@
-"""`training.average_last`: a run ends by weighing the average of its last checkpoints against its final weights.
+"""`training.average_last`: a run ends by weighing the average of its last checkpoints against its best epoch's weights.
 
 The average is evaluated on the validation data and kept only if it scores
 higher by the task's headline metric; metrics.json, model/model.keras, the
@@ -48,9 +48,26 @@ def test_every_task_names_a_headline_its_evaluation_reports_and_a_task_without_o
         _check_averaging(training, SimpleNamespace(name="mine", headline=None), errors)
 
 
+@pytest.mark.parametrize("key", ["best", "final"])  # "final": metrics.json of run folders before 2026-12-02
+def test_the_model_card_weighs_the_average_against_the_best_epochs_weights(key):
+    from seqtasks.export.model_card import Source, _scores
+
+    averaging = {"last": 3, "steps": [4, 6, 8], "metric": "bleu", key: 0.5, "average": 0.25, "kept": key}
+    metrics = {"validation": {"bleu": 0.5}, "averaging": averaging}
+    lines = _scores(load_recipe(TOY), metrics, Source("run", "final", "run/model/model.keras", "0"), False)
+    assert lines[-1] == (
+        "Checkpoint averaging (`training.average_last`): the average of the last 3 step checkpoints (steps 4, 6, 8) "
+        "scored bleu 0.2500 on the validation data against 0.5000 for the best epoch's weights (those of the best "
+        "`training.monitor` value); these are the best epoch's weights, which scored higher."
+    )
+    kept = _scores(load_recipe(TOY), {**metrics, "averaging": {**averaging, "kept": "average"}},
+                   Source("run", "final", "run/model/model.keras", "0"), False)
+    assert kept[-1].endswith("; these weights are that average.")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("average_wins", [True, False])
-def test_a_run_keeps_the_better_of_its_average_and_its_final_weights_and_says_which(tmp_path, average_wins):
+def test_a_run_keeps_the_better_of_its_average_and_its_best_epochs_weights_and_says_which(tmp_path, average_wins):
     import keras
 
     from seqtasks.lifecycle.runner import Runner
@@ -77,11 +94,11 @@ def test_a_run_keeps_the_better_of_its_average_and_its_final_weights_and_says_wh
     assert averaging["last"] == 3 and averaging["metric"] == "sequence_accuracy"
     kept_steps = sorted(int(p.name[5:13]) for p in (runner.run_dir / "checkpoints").glob("step-*.weights.h5"))
     assert averaging["steps"] == kept_steps[-3:]  # the newest three
-    assert averaging["kept"] == ("average" if average_wins else "final")
-    assert metrics["validation"]["sequence_accuracy"] == max(averaging["average"], averaging["final"])
+    assert averaging["kept"] == ("average" if average_wins else "best")
+    assert metrics["validation"]["sequence_accuracy"] == max(averaging["average"], averaging["best"])
     on_disk = json.loads((runner.run_dir / "metrics.json").read_text(encoding="utf-8"))
     assert on_disk["averaging"] == averaging
-    # model/model.keras holds the kept weights: the average file's, or the final ones.
+    # model/model.keras holds the kept weights: the average file's, or the best epoch's.
     kept = keras.models.load_model(runner.run_dir / "model" / "model.keras", safe_mode=True, compile=False)
     averaged = runner.load_model(averaging["file"])
     same = all(np.array_equal(a, b) for a, b in zip(kept.get_weights(), averaged.get_weights()))

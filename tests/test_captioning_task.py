@@ -13,7 +13,7 @@ from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe
 from seqtasks.tasks.captioning.data import clean_captions, load_splits
 from seqtasks.tasks.captioning.evaluation import corpus_bleu, grid_shape_of
-from seqtasks.tasks.captioning.serving import declared_size
+from seqtasks.tasks.captioning.export import declared_size
 from seqtasks.export.serving_limits import MAX_IMAGE_PIXELS
 
 SHAPES = REPO / "recipes" / "data" / "shapes"
@@ -201,11 +201,11 @@ def test_an_ensemble_run_trains_its_captioners_apart_and_evaluates_and_serves_th
     assert isinstance(model, ImageCaptionerEnsemble) and model.members == 2
     assert all(isinstance(member, ImageCaptioner) for member in model.member_models)
     assert metrics["parameters"] == model.count_params() == 2 * model.member_models[0].count_params()
-    assert metrics["averaging"]["last"] == 2 and metrics["averaging"]["kept"] in ("average", "final")
+    assert metrics["averaging"]["last"] == 2 and metrics["averaging"]["kept"] in ("average", "best")
     assert len(metrics["history"]["token_accuracy"]) == len(metrics["history"]["val_loss"]) == 2
     # Each epoch's dev BLEU-1..4 is logged; the epoch kept is the best by BLEU-4, which the evaluation finds again.
     assert all(len(metrics["history"][f"val_bleu_{n}"]) == 2 for n in range(1, 5))
-    assert metrics["averaging"]["final"] == pytest.approx(max(metrics["history"]["val_bleu_4"]))
+    assert metrics["averaging"]["best"] == pytest.approx(max(metrics["history"]["val_bleu_4"]))
     # The sampling probability rose to its setting at the last epoch.
     assert [float(keras.ops.convert_to_numpy(m.sampling_probability)) for m in model.member_models] == [0.5, 0.5]
     # The members train apart: their CNNs differ.

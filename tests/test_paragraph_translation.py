@@ -1,4 +1,4 @@
-"""`make_server` with `text_reader` translates a text sentence by sentence, its shouted ones in sentence case.
+"""`make_encoder_decoder_module` with `text_reader` translates a text sentence by sentence, its shouted ones in sentence case.
 
 The fast tests call the export module's functions in this process on a tiny
 untrained model (deterministic: its searches are); the slow one checks an
@@ -52,11 +52,11 @@ def parts():
 
 def _server(parts, reader=None, **decoding):
     from seqtasks.recipe.schema import DecodingConfig
-    from seqtasks.encoder_decoder.server import make_server, text_reader
+    from seqtasks.encoder_decoder.export import make_encoder_decoder_module, text_reader
 
     model, source, target = parts
     reader = reader or text_reader(source, 12, by_sentence=True)
-    return make_server(model, reader, target, "translation", DecodingConfig(**decoding))
+    return make_encoder_decoder_module(model, reader, target, "translation", DecodingConfig(**decoding))
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +263,7 @@ def test_score_and_attention_read_a_text_whole_with_its_case_as_given(server, pa
 def test_a_reader_without_split_reads_each_input_whole(parts, server):
     import tensorflow as tf
 
-    from seqtasks.encoder_decoder.server import text_reader
+    from seqtasks.encoder_decoder.export import text_reader
 
     whole = _server(parts, text_reader(parts[1], 12), beam_width=3, n_best=2, max_length=8, length_penalty=0.6)
     assert not hasattr(whole.reader, "split")

@@ -223,10 +223,10 @@ def _signatures(module):
 
 
 def test_the_exports_hold_the_signatures_the_task_sections_name():
-    from seqtasks.tasks.captioning.serving import image_reader
-    from seqtasks.tasks.sentiment.classifier import make_classifier_server
-    from seqtasks.encoder_decoder.server import make_server, text_reader
-    from seqtasks.tasks.ner.server import make_tagger_server
+    from seqtasks.tasks.captioning.export import image_reader
+    from seqtasks.tasks.sentiment.export import make_classifier_module
+    from seqtasks.encoder_decoder.export import make_encoder_decoder_module, text_reader
+    from seqtasks.tasks.ner.export import make_tagger_module
 
     from seqtasks.recipe.schema import DecodingConfig
 
@@ -242,16 +242,16 @@ def test_the_exports_hold_the_signatures_the_task_sections_name():
     # Translation and the toy task: `with_settings`, `with_prefix` and `score` always, `attention` when the model
     # has attention.
     texts, images = text_reader(None, 10), image_reader(None, 64)
-    assert _signatures(make_server(seq2seq("luong"), texts, None, "translation", decoding)) == both
-    assert _signatures(make_server(seq2seq("none"), texts, None, "output", decoding)) == both - {"attention"}
-    assert _signatures(make_server(seq2seq("bahdanau"), images, None, "caption", decoding)) == both
+    assert _signatures(make_encoder_decoder_module(seq2seq("luong"), texts, None, "translation", decoding)) == both
+    assert _signatures(make_encoder_decoder_module(seq2seq("none"), texts, None, "output", decoding)) == both - {"attention"}
+    assert _signatures(make_encoder_decoder_module(seq2seq("bahdanau"), images, None, "caption", decoding)) == both
     # Sentiment: `attention` only with attention pooling; NER: `serving_default` and `from_tokens`.
-    assert _signatures(make_classifier_server(classifier(None), None, None, ["a", "b"], 10)) == {"serving_default"}
-    assert _signatures(make_classifier_server(classifier(object()), None, None, ["a", "b"], 10)) == {
+    assert _signatures(make_classifier_module(classifier(None), None, None, ["a", "b"], 10)) == {"serving_default"}
+    assert _signatures(make_classifier_module(classifier(object()), None, None, ["a", "b"], 10)) == {
         "serving_default",
         "attention",
     }
-    assert _signatures(make_tagger_server(None, None, ["O"], 10, "treebank")) == {"serving_default", "from_tokens"}
+    assert _signatures(make_tagger_module(None, None, ["O"], 10, "treebank")) == {"serving_default", "from_tokens"}
     for task in ("sentiment", "ner"):
         assert "no `with_settings`" in " ".join(_section(TASK_SECTIONS[task]).split())
     assert "no `attention`" in " ".join(_section("NER").split())

@@ -40,9 +40,10 @@ def test_options_may_come_before_or_after_the_trials():
     assert split_arguments(["r.yaml", "--json", "o"]) == (["r.yaml", "--json", "o"], [])
 
 
-def test_the_row_gives_the_held_out_splits_scores_beside_validation():
+@pytest.mark.parametrize("replaced", ["best_validation", "final_validation"])  # the second: before 2026-12-02
+def test_the_row_gives_the_held_out_splits_scores_beside_validation(replaced):
     metrics = {
-        "validation": {"f1": 0.94, "precision": 0.9417}, "final_validation": {"f1": 0.93, "precision": 0.92},
+        "validation": {"f1": 0.94, "precision": 0.9417}, replaced: {"f1": 0.93, "precision": 0.92},
         "heldout": {"f1": 0.8951, "precision": 0.9052}, "heldout_per_type": {"LOC": {"f1-score": 0.9}},
         "word_vectors": {"dimension": 50}, "epochs_run": 18, "train_seconds": 1454.5,
         "history": {"val_loss": [2.0, 1.5, 1.6]},

@@ -31,8 +31,8 @@ COMMON = ["training.epochs=1", "training.batch_size=9", "training.clipnorm=0.01"
 def translation(overrides):
     from seqtasks.data.parallel_corpus import read_parallel_tsv
     from seqtasks.models import Seq2Seq
-    from seqtasks.encoder_decoder.decoding import compile_model
-    from seqtasks.tasks.translation import make_dataset
+    from seqtasks.encoder_decoder.training import compile_model
+    from seqtasks.tasks.translation.task import make_dataset
     from seqtasks.text.subword_tokenizer import SubwordTokenizer, learn_vocabulary
 
     recipe = load_recipe(resolve_recipe("translation"), COMMON + overrides + ["model.decoder.dropout=0", "model.embedding_dim=16", "model.encoder.units=16", "model.decoder.units=32"])

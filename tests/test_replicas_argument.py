@@ -110,7 +110,7 @@ def test_the_replicas_are_no_part_of_the_saved_model_which_loads_and_compiles_as
 
 
 def test_the_tasks_compile_their_models_with_the_step_replicas(tmp_path):
-    from seqtasks.encoder_decoder.decoding import compile_model
+    from seqtasks.encoder_decoder.training import compile_model
     from seqtasks.recipe import load_recipe
     from seqtasks.tasks import make_task
 

@@ -23,8 +23,8 @@ def _with_row(monkeypatch, **changes):
 
 
 def test_a_misspelled_implementation_is_an_error_naming_it(monkeypatch):
-    _with_row(monkeypatch, implementation="seqtasks.tasks.toy:ToyTsak")
-    with pytest.raises(TypeError, match=r"task 'toy': seqtasks.tasks.toy:ToyTsak is not a seqtasks.tasks.Task subclass"):
+    _with_row(monkeypatch, implementation="seqtasks.tasks.toy.task:ToyTsak")
+    with pytest.raises(TypeError, match=r"task 'toy': seqtasks.tasks.toy.task:ToyTsak is not a seqtasks.tasks.Task subclass"):
         task_class("toy")
 
 

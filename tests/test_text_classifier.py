@@ -5,7 +5,7 @@ import pytest
 from seqtasks.training.losses import SmoothedSparseCrossentropy
 from seqtasks.models import TextClassifier
 from seqtasks.models.text_classifier import TextClassifierEnsemble, masked_max
-from seqtasks.tasks.sentiment.classifier import EnsembleAccuracy, MemberCrossentropy
+from seqtasks.tasks.sentiment.training import EnsembleAccuracy, MemberCrossentropy
 
 CLASSIFIER = {"vocab_size": 30, "num_classes": 3, "embedding_dim": 6, "encoder": {"units": 5, "cell_type": "gru"}}
 

@@ -121,7 +121,7 @@ def test_a_classifier_gives_raw_text_and_its_tokens_the_same_probabilities():
 
     from seqtasks.models import TextClassifier
     from seqtasks.recipe.schema import TextClassificationDataConfig
-    from seqtasks.tasks.sentiment.classifier import make_classifier_server
+    from seqtasks.tasks.sentiment.export import make_classifier_module
     from seqtasks.tasks.sentiment.task import make_text_encoder
     from seqtasks.text.word_tokenizer import split_words
 
@@ -131,7 +131,7 @@ def test_a_classifier_gives_raw_text_and_its_tokens_the_same_probabilities():
     config = TextClassificationDataConfig(path="x", tokenizer="words", max_length=64)
     model = TextClassifier(tokenizer.vocab_size, 2, embedding_dim=8, encoder={"units": 4})
     model.build((None, None))
-    server = make_classifier_server(model, tokenizer, make_text_encoder(config, tokenizer), ["neg", "pos"], 64)
+    server = make_classifier_module(model, tokenizer, make_text_encoder(config, tokenizer), ["neg", "pos"], 64)
     raw = server.serve(tf.constant([raw for raw, _ in RAW_AND_TOKENIZED]))["probabilities"].numpy()
     tokenized = server.serve(tf.constant([tokens for _, tokens in RAW_AND_TOKENIZED]))["probabilities"].numpy()
     np.testing.assert_array_equal(raw, tokenized)

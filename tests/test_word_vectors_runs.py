@@ -130,7 +130,7 @@ def test_frozen_vectors_end_as_they_started(sentiment_vectors_run):
 
 def test_a_structured_pooling_export_serves_the_mean_of_its_hops(sentiment_vectors_run):
     import seqtasks
-    from seqtasks.tasks.sentiment.classifier import classifier_attention_maps
+    from seqtasks.tasks.sentiment.prediction import classifier_attention_maps
 
     (root, run_dir, _), _ = sentiment_vectors_run
     texts = ["a truly great movie", "dull and far too long"]

@@ -68,7 +68,7 @@ def greedy_bleu(decode_batch, validation_pairs, source_tokenizer, target_tokeniz
     import sacrebleu
     import tensorflow as tf
 
-    from seqtasks.tasks.translation import normalize_reference
+    from seqtasks.tasks.translation.task import normalize_reference
 
     sources = [row[:max_length] for row in source_tokenizer.tokenize(tf.constant([s for s, _ in validation_pairs])).to_list()]
     order = np.argsort([len(row) for row in sources], kind="stable")

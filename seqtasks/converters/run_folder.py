@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.translation import VOCABULARY_FILES
+from seqtasks.tasks.translation.task import VOCABULARY_FILES
 
 
 def converted_recipe(name, description, model_section, data_path, lower_case, max_length):

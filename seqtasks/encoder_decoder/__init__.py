@@ -1,1 +1,1 @@
-"""What the encoder-decoder tasks (translation, toy, captioning) share: decoding in batches (`decoding.py`), the export (`server.py`) and its per-request settings (`settings_inputs.py`)."""
+"""What the encoder-decoder tasks (translation, toy, captioning) share: compiling (`training.py`), decoding in batches (`decoding.py`), the export (`export.py`) and its per-request settings (`settings_inputs.py`)."""

@@ -1,25 +1,6 @@
-"""Compiling an encoder-decoder, and decoding a task's examples in batches through the one search."""
+"""Decoding a task's examples in batches through the one search."""
 
 from seqtasks.text.special_ids import END_ID, PAD_ID
-
-
-def compile_model(model, training):
-    import keras
-
-    from seqtasks.training.distribute import STEP_REPLICAS
-    from seqtasks.training.losses import ReplicaAware, SmoothedSparseCrossentropy
-    from seqtasks.training.fit import make_optimizer
-
-    model.compile(
-        optimizer=make_optimizer(training),
-        loss=SmoothedSparseCrossentropy(training.label_smoothing),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="token_accuracy")],
-        # XLA: under TensorFlow it cannot compile the gradient of the input-feeding scan (TensorArray
-        # accumulators); under JAX the scan is a `lax.scan` it compiles, and eager steps would crawl.
-        jit_compile=keras.backend.backend() == "jax",
-    )
-    if isinstance(model, ReplicaAware):  # Seq2Seq, ImageCaptioner: each replica weighs in by its share of the tokens
-        model.use_replicas(STEP_REPLICAS)
 
 
 def make_decode(model, settings, lists=False):

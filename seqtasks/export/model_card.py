@@ -211,12 +211,14 @@ def _scores(recipe, metrics, source, metrics_recipe_differs):
               for key, value in validation.items()]
     averaging = (metrics or {}).get("averaging")
     if averaging and "metric" in averaging:  # training.average_last: which weights these are
+        # Run folders of before 2026-12-02 name the best epoch's weights "final".
+        best = averaging["best"] if "best" in averaging else averaging["final"]
         kept = ("these weights are that average" if averaging["kept"] == "average"
-                else "these are the final weights, which scored higher")
+                else "these are the best epoch's weights, which scored higher")
         lines += ["", f"Checkpoint averaging (`training.average_last`): the average of the last {averaging['last']} "
                   f"step checkpoints (steps {', '.join(map(str, averaging['steps']))}) scored {averaging['metric']} "
-                  f"{averaging['average']:.4f} on the validation data against {averaging['final']:.4f} for the final "
-                  f"weights; {kept}."]
+                  f"{averaging['average']:.4f} on the validation data against {best:.4f} for the best "
+                  f"epoch's weights (those of the best `training.monitor` value); {kept}."]
     heldout = (metrics or {}).get("heldout")
     if heldout:  # data.heldout_documents: unlike validation, these chose nothing
         lines += ["", "On the documents set aside from the training data (`data.heldout_documents`):", "",

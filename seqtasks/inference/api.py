@@ -102,9 +102,9 @@ def load(path, checkpoint=None, verbose=False):
         model = runner.load_model(checkpoint)
         from seqtasks.export.saved_model import module_signatures
 
-        server = runner.task.serving_module(model)
+        module = runner.task.serving_module(model)
         spec = runner.task.spec
-        predictor = Predictor(server, server.serve, spec.serving_input, spec, path, module_signatures(server))
+        predictor = Predictor(module, module.serve, spec.serving_input, spec, path, module_signatures(module))
         return SeqtasksModel(predictor, runner, model)
     if checkpoint is not None:
         raise SeqtasksError(f"{path}: checkpoint={checkpoint!r} needs a run folder; an export holds one model")
@@ -248,7 +248,7 @@ class SeqtasksModel:
         of tokens, tagged as they are (`from_tokens`). One string gives one `Tagged`; a list (of strings or
         token lists) a list of them, so one tokenized sentence is passed as `[["John", "Smith", ...]]`."""
         from seqtasks.inference.predict import plain_outputs
-        from seqtasks.tasks.ner.server import TOKENS_SIGNATURE
+        from seqtasks.tasks.ner.export import TOKENS_SIGNATURE
 
         self._expect("tag")
         single = isinstance(texts, str)

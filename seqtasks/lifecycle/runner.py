@@ -131,8 +131,10 @@ class Runner:
 
     def _keep_the_better_average(self, model, validation, metrics):
         """`training.average_last`: averages the last kept step checkpoints, evaluates the average on `validation`
-        and keeps it if it scores higher than `model` by the task's headline metric; returns the kept model and its
-        checkpoint (`"final"`, or the average's file). `metrics` gets `averaging` (and, if kept, its evaluation).
+        and keeps it if it scores higher than `model` (the best epoch's weights, which `fit` restored) by the task's
+        headline metric; returns the kept model and its checkpoint, `"final"` (`model/model.keras`, which then holds
+        the average). `metrics` gets `averaging` (and, if the average is kept, its evaluation, the best epoch's
+        as `best_validation`).
         """
         from seqtasks.training.averaging import average_checkpoints
         from seqtasks.training.checkpoints import kept_steps
@@ -141,8 +143,8 @@ class Runner:
         wanted = self.recipe.training.average_last
         last = min(wanted, len(kept_steps(self.run_dir / "checkpoints")))
         if last < 2:  # a run shorter than the checkpoints it was to keep
-            metrics["averaging"] = {"last": wanted, "kept": "final", "note": f"{last} step checkpoint(s) kept: no average"}
-            self.log(f"Averaging: the run kept {last} step checkpoint(s); the final weights are kept")
+            metrics["averaging"] = {"last": wanted, "kept": "best", "note": f"{last} step checkpoint(s) kept: no average"}
+            self.log(f"Averaging: the run kept {last} step checkpoint(s); the best epoch's weights are kept")
             return model, "final"
         path, steps = average_checkpoints(self, last)
         averaged = self.load_model(str(path))
@@ -151,14 +153,15 @@ class Runner:
         out_dir.mkdir(parents=True, exist_ok=True)  # the task writes its outputs there (translations, figures)
         evaluation = self._evaluate(averaged, validation, out_dir)
         name = self.task.spec.headline
-        final, average = metrics["validation"][name], evaluation["validation"][name]
-        kept = "average" if average > final else "final"
-        metrics["averaging"] = {"last": last, "steps": steps, "metric": name, "final": final, "average": average,
+        best, average = metrics["validation"][name], evaluation["validation"][name]
+        kept = "average" if average > best else "best"
+        metrics["averaging"] = {"last": last, "steps": steps, "metric": name, "best": best, "average": average,
                                 "kept": kept, "file": str(path)}
-        self.log(f"Averaging: {name} {average:.4f} averaged against {final:.4f} final: the {kept} weights are kept")
-        if kept == "final":
+        self.log(f"Averaging: {name} {average:.4f} averaged against {best:.4f} for the best epoch's weights: "
+                 f"the {'average' if kept == 'average' else 'best epoch'}'s weights are kept")
+        if kept == "best":
             return model, "final"
-        metrics["final_validation"] = metrics["validation"]
+        metrics["best_validation"] = metrics["validation"]
         metrics.update(evaluation)  # its outputs (translations, figures) are in eval/average/
         # `seqtasks eval RUN` and `export RUN` read the kept weights; the last trained ones are the newest checkpoint's.
         publish_folder(lambda folder: averaged.save(f"{folder}/model.keras"), self.run_dir / "model")
@@ -326,9 +329,9 @@ class Runner:
         directory, name = self.recipe.export.directory, self.recipe.name
         if not force and (same := unchanged_export(directory, name, identity_files(self.recipe, weights), self.log)):
             return same  # found before the serving function is traced
-        server = self.task.serving_module(model)
+        module = self.task.serving_module(model)
         decoding = getattr(self.recipe.model, "decoding", None)
-        check_serving_signature(server.serve, self.task.spec, decoding.n_best if decoding is not None else 1)
+        check_serving_signature(module.serve, self.task.spec, decoding.n_best if decoding is not None else 1)
         run_dir = self.run_dir.resolve()
         if checkpoint in (None, "final"):
             label, weights_file = "final", run_dir / "model" / "model.keras"
@@ -346,12 +349,12 @@ class Runner:
         except (OSError, SeqtasksError):
             differs = False
         source = Source(str(run_dir), label, str(weights_file), weights)
-        described = {**describe_signature(server.serve), "signatures": sorted(module_signatures(server))}
+        described = {**describe_signature(module.serve), "signatures": sorted(module_signatures(module))}
         extras = audit_files(
             self.recipe, described, source, self.task.input_limits(), metrics, differs,
             [*self.task.data_notes(), *notes],
         )
-        return export_saved_model(server, module_signatures(server), directory, name, extras, force, self.log)
+        return export_saved_model(module, module_signatures(module), directory, name, extras, force, self.log)
 
 
 def _difference(name, mine, theirs, run_dir):

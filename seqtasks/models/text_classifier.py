@@ -233,7 +233,7 @@ class TextClassifierEnsemble(keras.Model):
     mean of the members' class probabilities, so the ensemble predicts,
     validates and serves like one `TextClassifier`. In training the output
     is every member's logits, for a loss that sums one term per member
-    (`seqtasks.tasks.sentiment.classifier.MemberCrossentropy`): each
+    (`seqtasks.tasks.sentiment.training.MemberCrossentropy`): each
     member's gradients are those it would get trained alone.
 
     Args:

@@ -267,7 +267,7 @@ class TrainingConfig:
     average_last: int = spec(
         0,
         "At the end of training, average the weights of the last this many kept step checkpoints (at most "
-        "keep_checkpoints; 0: none) and evaluate the average against the final weights on the validation data; "
+        "keep_checkpoints; 0: none) and evaluate the average against the best epoch's weights on the validation data; "
         "the one that scores higher by the task's headline metric (BLEU, F1, accuracy) is kept for the held-out "
         "splits, model/model.keras and the export, and metrics.json and the model card say which.",
         min=0,

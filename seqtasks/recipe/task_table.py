@@ -34,7 +34,7 @@ class TaskSpec:
         headline: the validation metric (of the task's evaluation; higher is
             better) that says how good a model is: `training.average_last`
             keeps the average of the last checkpoints only if it scores
-            higher by it than the final weights. None: the task's recipes
+            higher by it than the best epoch's weights. None: the task's recipes
             cannot average so.
         reads_data_files: whether `seqtasks eval --data FILE` applies (the toy
             task makes its own data).
@@ -80,7 +80,7 @@ TASKS = {
             description="Reverse digit sequences with the attention encoder-decoder.",
             data_config=ToyDataConfig,
             model_config=Seq2SeqModelConfig,
-            implementation="seqtasks.tasks.toy:ToyTask",
+            implementation="seqtasks.tasks.toy.task:ToyTask",
             headline="sequence_accuracy",
             monitors=("val_loss", "val_token_accuracy"),
             reads_data_files=False,
@@ -92,7 +92,7 @@ TASKS = {
             description="Translate sentences with a subword attention encoder-decoder; BLEU and chrF.",
             data_config=TranslationDataConfig,
             model_config=Seq2SeqModelConfig,
-            implementation="seqtasks.tasks.translation:TranslationTask",
+            implementation="seqtasks.tasks.translation.task:TranslationTask",
             headline="bleu",
             monitors=("val_loss", "val_token_accuracy"),
             serving_outputs=("translation", "score"),

@@ -2,6 +2,6 @@
 
 `data` reads, cleans and batches captions; `image_inputs` makes the backbone
 and the cached feature grids; `model` builds the `ImageCaptioner`;
-`evaluation` scores captions and draws attention overlays; `serving` is the
-image-bytes export; `task` joins them into the `CaptioningTask`.
+`evaluation` scores captions and draws attention overlays; `export` is the
+image-bytes reader of the export; `task` joins them into the `CaptioningTask`.
 """

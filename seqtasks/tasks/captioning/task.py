@@ -92,7 +92,7 @@ class CaptioningTask(Task):
         return build_model(self.recipe, self.tokenizer.vocab_size, shape, self.head)
 
     def compile_model(self, model):
-        from seqtasks.encoder_decoder.decoding import compile_model
+        from seqtasks.encoder_decoder.training import compile_model
 
         compile_model(model, self.recipe.training)
 
@@ -194,9 +194,9 @@ class CaptioningTask(Task):
         ]
 
     def serving_module(self, model):
-        from seqtasks.tasks.captioning.serving import image_reader
-        from seqtasks.encoder_decoder.server import make_server
+        from seqtasks.tasks.captioning.export import image_reader
+        from seqtasks.encoder_decoder.export import make_encoder_decoder_module
 
         image_size = served_image_size(self.recipe.model.backbone, self.backbone)
         reader = image_reader(self.backbone, image_size)
-        return make_server(model, reader, self.tokenizer, "caption", self.recipe.model.decoding)
+        return make_encoder_decoder_module(model, reader, self.tokenizer, "caption", self.recipe.model.decoding)

@@ -1,1 +1,1 @@
-"""Named-entity recognition: the task (`task.py`) and its export (`server.py`)."""
+"""Named-entity recognition: the task (`task.py`) and its export (`export.py`)."""

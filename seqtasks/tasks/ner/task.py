@@ -349,7 +349,7 @@ class NerTask(Task):
         ]
 
     def serving_module(self, model):
-        from seqtasks.tasks.ner.server import make_tagger_server
+        from seqtasks.tasks.ner.export import make_tagger_module
 
         data = self.recipe.data
-        return make_tagger_server(model, self.featurizer, self.tags, data.max_length, data.pretokenizer)
+        return make_tagger_module(model, self.featurizer, self.tags, data.max_length, data.pretokenizer)

@@ -215,7 +215,7 @@ class SentimentTask(Task):
         return model
 
     def compile_model(self, model):
-        from seqtasks.tasks.sentiment.classifier import compile_classifier
+        from seqtasks.tasks.sentiment.training import compile_classifier
         from seqtasks.models.pretrained_vectors import freeze_for_epochs
 
         compile_classifier(model, self.recipe.training)
@@ -245,7 +245,7 @@ class SentimentTask(Task):
         from seqtasks.errors import SeqtasksError
         from seqtasks.utils.io_utils import write_text_atomic
         from seqtasks.evaluation.plots import save_confusion_matrix
-        from seqtasks.tasks.sentiment.classifier import predict_probabilities
+        from seqtasks.tasks.sentiment.prediction import predict_probabilities
 
         if not examples:
             raise SeqtasksError("no texts to evaluate")
@@ -279,7 +279,7 @@ class SentimentTask(Task):
         return Evaluation(metrics, report)
 
     def _draw_attention(self, model, texts, folder):
-        from seqtasks.tasks.sentiment.classifier import classifier_attention_maps
+        from seqtasks.tasks.sentiment.prediction import classifier_attention_maps
         from seqtasks.evaluation.token_attention import HEATMAPS, draw_token_attention
         from seqtasks.text.special_ids import PAD_ID
 
@@ -298,8 +298,8 @@ class SentimentTask(Task):
         ]
 
     def serving_module(self, model):
-        from seqtasks.tasks.sentiment.classifier import make_classifier_server
+        from seqtasks.tasks.sentiment.export import make_classifier_module
 
-        return make_classifier_server(
+        return make_classifier_module(
             model, self.tokenizer, self.encode, self.names, self.recipe.data.max_length, self.recipe.data.keep
         )

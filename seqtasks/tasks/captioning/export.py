@@ -88,7 +88,7 @@ def checked_decode(index, data, image_size):
 
 
 def image_reader(backbone, image_size):
-    """A reader of encoded images `image` `[None]` for `seqtasks.encoder_decoder.server.make_server`.
+    """A reader of encoded images `image` `[None]` for `seqtasks.encoder_decoder.export.make_encoder_decoder_module`.
 
     Each image is checked and decoded (`checked_decode`), resized to
     `image_size`, and run through the frozen `backbone` inside the graph (or

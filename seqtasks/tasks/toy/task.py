@@ -88,7 +88,7 @@ class ToyTask(Task):
         return Seq2Seq.from_recipe(self.recipe.model, size, size, seed=self.recipe.seed)
 
     def compile_model(self, model):
-        from seqtasks.encoder_decoder.decoding import compile_model
+        from seqtasks.encoder_decoder.training import compile_model
 
         compile_model(model, self.recipe.training)
 
@@ -115,7 +115,7 @@ class ToyTask(Task):
         return Evaluation({"validation": sequence_scores(predictions, target_out), "by_length": by_length}, report)
 
     def serving_module(self, model):
-        from seqtasks.encoder_decoder.server import make_server, text_reader
+        from seqtasks.encoder_decoder.export import make_encoder_decoder_module, text_reader
 
         reader = text_reader(self.tokenizer, self.recipe.data.max_length)
-        return make_server(model, reader, self.tokenizer, "output", self.recipe.model.decoding)
+        return make_encoder_decoder_module(model, reader, self.tokenizer, "output", self.recipe.model.decoding)

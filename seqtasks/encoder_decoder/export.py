@@ -1,17 +1,17 @@
 """The export of every encoder-decoder task (translation, toy, captioning): one module, its input read by a reader.
 
-`make_server` builds the `tf.Module` a task exports; what differs between
+`make_encoder_decoder_module` builds the `tf.Module` a task exports; what differs between
 tasks is how a request's input becomes the model's input, which a reader
 says: `text_reader` tokenizes texts (toy; translation's splits them into
 sentences first), the captioner's `image_reader`
-(`seqtasks.tasks.captioning.serving`) decodes images and runs the backbone.
+(`seqtasks.tasks.captioning.export`) decodes images and runs the backbone.
 Every signature decodes through `seqtasks.decoding.search`.
 """
 
 from seqtasks.text.special_ids import END_ID, PAD_ID, START_ID
 
 
-def make_server(model, reader, tokenizer, output_name, decoding):
+def make_encoder_decoder_module(model, reader, tokenizer, output_name, decoding):
     """A `tf.Module` whose `serve` maps `reader`'s input `[None]` to `output_name` and `score`.
 
     With the recipe's `decoding.n_best` > 1, `serve` also returns the
@@ -103,7 +103,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
         search_as_requested, input_signature=[reader.spec, prefix_spec, *settings_specs()], autograph=False
     )
 
-    class EncoderDecoderServer(tf.Module):
+    class EncoderDecoderModule(tf.Module):
         def __init__(self):
             super().__init__()
             self.model = model
@@ -161,7 +161,7 @@ def make_server(model, reader, tokenizer, output_name, decoding):
                 signatures[ATTENTION_SIGNATURE] = self.attention
             return signatures
 
-    return EncoderDecoderServer()
+    return EncoderDecoderModule()
 
 
 def target_ids(tokenizer, target, rows, end=True):
@@ -194,7 +194,7 @@ def text_reading_limits(limit, why):
 
 
 def text_reader(tokenizer, max_length, by_sentence=False):
-    """A reader of texts `text` `[None]` for `make_server`: `TextReader`, each text read whole, or with
+    """A reader of texts `text` `[None]` for `make_encoder_decoder_module`: `TextReader`, each text read whole, or with
     `by_sentence` (translation) `SentenceReader`, each text's sentences decoded on their own."""
     import tensorflow as tf
 
@@ -361,7 +361,7 @@ def serving_outputs(tokenizer, ids, scores, output_name, blank=None, join=None):
     `[batch, n_best, time]`, of any n_best) also `output_name + "s"` and `"scores"` `[batch, n_best]`, best first.
 
     Rows where `blank` is true get empty texts and a score of 0.0. A reader's
-    `join` (see `make_server`), when given, then makes the rows' texts and
+    `join` (see `make_encoder_decoder_module`), when given, then makes the rows' texts and
     scores those of the inputs they are parts of.
     """
     import tensorflow as tf

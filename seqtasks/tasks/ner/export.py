@@ -33,7 +33,7 @@ def entity_bounds(ids, real, type_of, inside):
     return starts, ends
 
 
-def make_tagger_server(model, featurizer, tags, max_length, pretokenizer):
+def make_tagger_module(model, featurizer, tags, max_length, pretokenizer):
     """A `tf.Module` whose `serve` tags texts `[None]` and whose `from_tokens` tags token rows `[None, None]`.
 
     `serve` cuts a text to `text_character_limit(max_length)` characters,
@@ -59,7 +59,7 @@ def make_tagger_server(model, featurizer, tags, max_length, pretokenizer):
 
     type_of, inside, continuation, types = iob2_tables(tags)
 
-    class TaggerServer(tf.Module):
+    class TaggerModule(tf.Module):
         def __init__(self):
             super().__init__()
             self.model = model
@@ -122,7 +122,7 @@ def make_tagger_server(model, featurizer, tags, max_length, pretokenizer):
             )
             return outputs
 
-    return TaggerServer()
+    return TaggerModule()
 
 
 def _padded(ragged, value, width):

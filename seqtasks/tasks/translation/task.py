@@ -211,7 +211,7 @@ class TranslationTask(Task):
         )
 
     def compile_model(self, model):
-        from seqtasks.encoder_decoder.decoding import compile_model
+        from seqtasks.encoder_decoder.training import compile_model
 
         compile_model(model, self.recipe.training)
 
@@ -327,7 +327,7 @@ class TranslationTask(Task):
         return [source_vocab[i] for i in source_row], [target_vocab[i] for i in output], weights
 
     def reading_limits(self):
-        from seqtasks.encoder_decoder.server import text_reading_limits
+        from seqtasks.encoder_decoder.export import text_reading_limits
 
         config = self.recipe.data
         if config.split_longer_than:
@@ -340,7 +340,7 @@ class TranslationTask(Task):
         return text_reading_limits(self.source_limit, why)
 
     def serving_module(self, model):
-        from seqtasks.encoder_decoder.server import make_server, text_reader
+        from seqtasks.encoder_decoder.export import make_encoder_decoder_module, text_reader
 
         reader = text_reader(self.source_tokenizer, self.source_limit, by_sentence=True)
-        return make_server(model, reader, self.target_tokenizer, "translation", self.recipe.model.decoding)
+        return make_encoder_decoder_module(model, reader, self.target_tokenizer, "translation", self.recipe.model.decoding)

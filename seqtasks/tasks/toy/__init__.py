@@ -1,0 +1,1 @@
+"""The toy task: reversing digit sequences with the attention encoder-decoder."""

@@ -1,0 +1,1 @@
+"""The translation task: sentences in, sentences out, through a subword attention encoder-decoder."""
