@@ -6,9 +6,9 @@ function in a copy of the working tree (no trampolines) and runs the given tests
 is killed when they fail.
 
     python -m benchmarks.mutants_by_hand seqtasks/decoding/model_search.py token_log_probs \
-        -- tests/test_scoring.py -m "not slow"
+        -- tests/decoding/test_model_search.py -m "not slow"
     python -m benchmarks.mutants_by_hand seqtasks/recipe/schema.py CaptionerModelConfig.check \
-        -- tests/test_recipe.py -m "not slow"
+        -- tests/recipe/test_loader.py -m "not slow"
 """
 
 import argparse

@@ -11,10 +11,10 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 if "MUTANT_UNDER_TEST" in os.environ:  # running on mutmut's mutated copy
-    import mutation_support  # noqa: E402, F401
+    from tests.support import mutation_support  # noqa: E402, F401
 
 from hypothesis import settings as hypothesis_settings  # noqa: E402
-from tier_rule import pytest_runtest_protocol, pytest_runtest_setup  # noqa: E402, F401 - the tiers' rule
+from tests.support.tier_rule import pytest_runtest_protocol, pytest_runtest_setup  # noqa: E402, F401 - the tiers' rule
 
 # Property tests run the same examples on every run (derandomize: examples from a hash of the
 # test), so their verdict never depends on luck. SEQTASKS_PROPERTY_EXAMPLES sets how many.
@@ -49,7 +49,7 @@ def write_sample_pairs(path, count):
 
 def pytest_collection_modifyitems(config, items):
     if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
-        from mutation_support import fastest_first
+        from tests.support.mutation_support import fastest_first
 
         fastest_first(items)
 
@@ -222,9 +222,9 @@ def serve_in_tensorflow_only(export_dir, batches, input_name="text"):
 
 @pytest.fixture(scope="session")
 def run_cache(tmp_path_factory):
-    """The session's cache of small trained runs (`tests/trained_runs.py`): `run_cache.get(spec)` trains a spec
+    """The session's cache of small trained runs (`tests/support/trained_runs.py`): `run_cache.get(spec)` trains a spec
     the first time any test of the session, in either pytest-xdist worker, asks for it."""
-    from trained_runs import RunCache, session_cache_folder
+    from tests.support.trained_runs import RunCache, session_cache_folder
 
     return RunCache(session_cache_folder(tmp_path_factory))
 

@@ -4,7 +4,8 @@ import json
 import re
 
 import pytest
-from conftest import REPO, run_recipe, seqtasks_command, serve_in_tensorflow_only
+
+from tests.conftest import REPO, run_recipe, seqtasks_command, serve_in_tensorflow_only
 
 DOC = (REPO / "docs" / "adding-a-task.md").read_text(encoding="utf-8")
 

@@ -3,10 +3,11 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
 
 from seqtasks import __version__
 from seqtasks.cli import main
+from seqtasks.utils import quiet
+from tests.conftest import REPO
 
 
 def seqtasks(*args, cwd=REPO):
@@ -77,3 +78,12 @@ def test_unwritable_output_dir_exits_2(tmp_path):
     result = CliRunner().invoke(main, ["run", "toy", "--output-dir", str(blocker / "runs")])
     assert result.exit_code == 2
     assert "cannot create the run folder" in result.output
+
+
+@pytest.mark.parametrize("args, quieted", [(["recipes"], 1), (["--verbose", "recipes"], 0)])
+def test_every_command_is_quiet_unless_verbose(monkeypatch, args, quieted):
+    calls = []
+    monkeypatch.setattr(quiet, "quiet_tensorflow", lambda: calls.append(True))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert len(calls) == quieted

@@ -4,8 +4,8 @@ import re
 
 import click
 
-from conftest import REPO
 from seqtasks.cli import main
+from tests.conftest import REPO
 
 
 def command_paths(group, prefix=()):

@@ -13,12 +13,12 @@ import unicodedata
 import keras
 import numpy as np
 import pytest
-from conftest import REPO, SAMPLE_PAIRS
 from keras import ops
 
 from seqtasks.decoding import beam_search, greedy_search, tile_beams
 from seqtasks.models import Seq2Seq
 from seqtasks.text.special_ids import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from tests.conftest import REPO, SAMPLE_PAIRS
 
 # --- The worked example (docs/migrating.md shows these lines) ---
 

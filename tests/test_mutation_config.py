@@ -4,10 +4,10 @@ import fnmatch
 import functools
 import inspect
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from benchmarks import mutation_score
 
@@ -43,7 +43,7 @@ def test_the_selected_tests_exist_and_the_slow_tier_is_left_out():
 def test_every_fast_test_file_of_the_layers_and_searches_is_selected():
     # The layers' and searches' tests are what kills their mutants: a file left out makes its mutants survive.
     selected = set(CONFIG["pytest_add_cli_args_test_selection"])
-    for path in sorted((REPO / "tests").glob("test_*.py")):
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
         text = path.read_text(encoding="utf-8")
         core = "from seqtasks.layers" in text or "from seqtasks.decoding" in text
         fast = "pytestmark = pytest.mark.slow" not in text and text.count("def test_") > text.count("mark.slow")
@@ -74,7 +74,7 @@ def test_a_listed_mutant_that_is_gone_or_killed_is_stale():
 
 
 def test_the_trampoline_shim_lets_getfullargspec_see_the_wrapped_signature():
-    import mutation_support  # noqa: F401 - installs the shim
+    from tests.support import mutation_support  # noqa: F401 - installs the shim
 
     def __init__(self, units, dropout=0.0, **kwargs):
         pass
@@ -95,7 +95,7 @@ def test_the_trampoline_shim_lets_getfullargspec_see_the_wrapped_signature():
 def test_a_mutants_tests_run_fastest_first_by_the_durations_mutmut_measured(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from mutation_support import fastest_first
+    from tests.support.mutation_support import fastest_first
 
     items = [SimpleNamespace(nodeid=name) for name in ("t::slow", "t::unmeasured", "t::quick", "t::middle")]
     monkeypatch.chdir(tmp_path)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from serving_support import free_port, get_json, post_json
-from test_commands_page import command_paths
+from tests.support.serving_support import free_port, get_json, post_json
+from tests.test_commands_page import command_paths
 
 REPO = Path(__file__).resolve().parent.parent
 MIGRATION = REPO / "tests" / "data" / "migration"

@@ -10,7 +10,8 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO
+
+from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

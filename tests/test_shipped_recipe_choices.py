@@ -1,8 +1,7 @@
 """What the README says the shipped recipes choose (BENCHMARKS.md, issues 54 and 64) is what their files say."""
 
-from conftest import REPO
-
 from seqtasks.recipe import load_recipe
+from tests.conftest import REPO
 
 
 def test_the_flickr8k_recipe_decays_along_a_cosine_with_weight_decay_mirrors_and_weighs_the_last_four():

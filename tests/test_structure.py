@@ -6,7 +6,8 @@ Imports inside functions count too: a local import only hides a loop.
 import ast
 
 import pytest
-from conftest import REPO
+
+from tests.conftest import REPO
 
 # Lowest first. A module may import its own floor and the floors below.
 FLOORS = [

@@ -1,4 +1,4 @@
-"""The tiers' rule (`tests/tier_rule.py`): unmarked tests that train, export, load, start processes or use the
+"""The tiers' rule (`tests/support/tier_rule.py`): unmarked tests that train, export, load, start processes or use the
 run cache fail; marked ones run. Each case runs a small test file with pytest in this process (pytester)."""
 
 import pytest
@@ -16,8 +16,8 @@ def test_trains():
 
 def run_file(pytester, source):
     pytester.makepyfile(test_case=source)
-    return pytester.runpytest_inprocess("-p", "tier_rule", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
-                                         "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    return pytester.runpytest_inprocess("-p", "tests.support.tier_rule", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                         "-q", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
 def assert_refused(result, what):

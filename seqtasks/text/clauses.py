@@ -11,7 +11,7 @@ a part's count is that of its words. Joining a sentence's parts with the
 whitespace between them (`separators`) gives the sentence back.
 
 `split_long` (Python, the reference) and `split_long_graph` (TensorFlow
-ops, inside an export) agree; `tests/test_clauses.py` checks it on
+ops, inside an export) agree; `tests/text/test_clauses.py` checks it on
 generated sentences.
 """
 

@@ -9,9 +9,9 @@ written in the part of the syntax where Python's `re` and RE2 (TensorFlow's
 `tf.strings.regex_replace`) agree: no look-around, no `\\w`, `\\d`, `\\s` or
 `\\b` (whose meaning differs between them: Python's `\\d` takes "٣" and "３"
 for digits, RE2's does not), only literal characters and explicit ranges in
-classes (`[0-9]`). `tests/test_pretokenizers.py` checks the two engines agree
-on thousands of generated strings, digits, letters and punctuation beyond
-ASCII among them.
+classes (`[0-9]`). `tests/text/test_pretokenizers.py` checks the two engines
+agree on thousands of generated strings, digits, letters and punctuation
+beyond ASCII among them.
 
 Offsets count Unicode code points, as Python's `str` indexes do:
 `text[start:end] == token` for every token.

@@ -68,7 +68,7 @@ and Cyrillic), no look-around, no `\\w`, `\\s`, `\\d`,
 `\\b` or `$`. They make a fixed number of passes over a text, so the cost
 grows with its length alone. The pieces are then cut from the input
 itself, so joining a text's separators and sentences in turn gives it back
-exactly. `tests/test_sentences.py` checks the two engines agree on
+exactly. `tests/text/test_sentences.py` checks the two engines agree on
 thousands of generated strings.
 """
 

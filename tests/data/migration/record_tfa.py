@@ -1,4 +1,4 @@
-"""Records the tfa.seq2seq reference models of tests/test_migration_tfa.py (run by hand, never by the tests).
+"""Records the tfa.seq2seq reference models of tests/converters/test_tfa.py (run by hand, never by the tests).
 
 The model is the encoder-decoder of TensorFlow's "Neural machine translation with
 attention" tutorial of the tensorflow-addons era, kept as that tutorial wrote it

@@ -1,0 +1,1 @@
+"""Tests of seqtasks/tasks/sentiment/."""
