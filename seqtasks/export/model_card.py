@@ -175,9 +175,9 @@ def _decoding(recipe, signature):
     """The decoding settings' table: this export's own values (`decoding_defaults`), the bounds a request may ask."""
     from seqtasks.decoding.settings import SETTINGS
 
-    decoding = getattr(getattr(recipe, "model", None), "decoding", None)
-    if decoding is None or SETTINGS_SIGNATURE not in signature.get("signatures", []):
+    if not TASKS[recipe.task].decodes or SETTINGS_SIGNATURE not in signature.get("signatures", []):
         return []
+    decoding = recipe.model.decoding
     lines = ["## Decoding settings", "",
              "`serving_default` decodes with this export's own values, which it keeps (`decoding_defaults`); "
              "`with_settings` and `with_prefix` take each as an input.", "",

@@ -382,11 +382,10 @@ class SeqtasksModel:
         kept = getattr(self._predictor.loaded, DEFAULTS_ATTRIBUTE, None) if self._runner is None else None
         if kept is not None:
             return values_of(read_defaults(kept))
-        recipe = self.recipe()
-        decoding = getattr(getattr(recipe, "model", None), "decoding", None)
-        if decoding is None:
+        recipe = self.recipe() if self.spec.decodes else None
+        if recipe is None:
             raise SeqtasksError(f"{self.path}: a {self.task} model has no decoding settings")
-        return values_of(decoding)
+        return values_of(recipe.model.decoding)
 
     def label_names(self):
         """A classifier's class names in the order of its `probabilities`; None for other tasks."""

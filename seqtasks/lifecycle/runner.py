@@ -330,8 +330,8 @@ class Runner:
         if not force and (same := unchanged_export(directory, name, identity_files(self.recipe, weights), self.log)):
             return same  # found before the serving function is traced
         module = self.task.serving_module(model)
-        decoding = getattr(self.recipe.model, "decoding", None)
-        check_serving_signature(module.serve, self.task.spec, decoding.n_best if decoding is not None else 1)
+        n_best = self.recipe.model.decoding.n_best if self.task.spec.decodes else 1
+        check_serving_signature(module.serve, self.task.spec, n_best)
         run_dir = self.run_dir.resolve()
         if checkpoint in (None, "final"):
             label, weights_file = "final", run_dir / "model" / "model.keras"

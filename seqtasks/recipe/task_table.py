@@ -51,6 +51,10 @@ class TaskSpec:
         client_method: the `seqtasks.load` model's method that answers for
             the task (`translate`, `classify`, `tag`, `caption`); None where
             `predict` is the way.
+        decodes: whether the task's models write their outputs token by
+            token through `seqtasks.decoding.search`: its model section then
+            has a `decoding` section (the settings), its export the n-best
+            outputs and the per-request settings, its first output a `score`.
     """
 
     name: str
@@ -66,10 +70,11 @@ class TaskSpec:
     serving_outputs: tuple = ()
     mergeable_signatures: tuple = ()
     client_method: str = None
+    decodes: bool = False
 
     def n_best_outputs(self):
         """The outputs an export with `model.decoding.n_best` > 1 adds: its first output's plural, and `scores`."""
-        return (self.serving_outputs[0] + "s", "scores") if "score" in self.serving_outputs else ()
+        return (self.serving_outputs[0] + "s", "scores") if self.decodes else ()
 
 
 TASKS = {
@@ -81,6 +86,7 @@ TASKS = {
             data_config=ToyDataConfig,
             model_config=Seq2SeqModelConfig,
             implementation="seqtasks.tasks.toy.task:ToyTask",
+            decodes=True,
             headline="sequence_accuracy",
             monitors=("val_loss", "val_token_accuracy"),
             reads_data_files=False,
@@ -93,6 +99,7 @@ TASKS = {
             data_config=TranslationDataConfig,
             model_config=Seq2SeqModelConfig,
             implementation="seqtasks.tasks.translation.task:TranslationTask",
+            decodes=True,
             headline="bleu",
             monitors=("val_loss", "val_token_accuracy"),
             serving_outputs=("translation", "score"),
@@ -129,6 +136,7 @@ TASKS = {
             data_config=CaptioningDataConfig,
             model_config=CaptionerModelConfig,
             implementation="seqtasks.tasks.captioning.task:CaptioningTask",
+            decodes=True,
             headline="bleu_4",
             monitors=("val_loss", "val_token_accuracy", "val_bleu_4"),
             serving_input="image",

@@ -1,5 +1,6 @@
 """Task implementations: one `Task` subclass per row of the task table (`seqtasks.recipe.task_table`)."""
 
+import dataclasses
 import importlib
 
 from seqtasks.recipe.task_table import TASKS
@@ -17,6 +18,10 @@ def task_class(name):
         raise TypeError(f"task {name!r}: {spec.implementation} is not a seqtasks.tasks.Task subclass")
     if cls.__abstractmethods__:
         raise TypeError(f"task {name!r}: {spec.implementation} lacks {', '.join(sorted(cls.__abstractmethods__))}")
+    has_decoding = "decoding" in {field.name for field in dataclasses.fields(spec.model_config)}
+    if spec.decodes != has_decoding:
+        raise TypeError(f"task {name!r}: the task table says decodes={spec.decodes}, but its model section "
+                        f"{spec.model_config.__name__} {'has' if has_decoding else 'has no'} `decoding` settings")
     return cls
 
 

@@ -143,8 +143,8 @@ class Task(abc.ABC):
     def input_limits(self):
         """The model card's lines on what the export reads of an input and how long its outputs may be."""
         lines = ["Any batch size; an empty batch gives empty outputs.", *self.reading_limits()]
-        decoding = getattr(self.recipe.model, "decoding", None)
-        if decoding is not None:
+        if self.spec.decodes:
+            decoding = self.recipe.model.decoding
             line = f"An output has at most {decoding.max_length} tokens (`model.decoding.max_length`)"
             if decoding.length_factor > 0:
                 line += (f", and at most {decoding.length_factor:g} x (its source's tokens + 1) where the model reads "
