@@ -39,6 +39,18 @@ def test_a_task_class_missing_methods_is_an_error_listing_them(monkeypatch):
         task_class("toy")
 
 
+def test_the_table_says_which_tasks_decode_and_a_row_that_disagrees_with_its_model_section_is_an_error(monkeypatch):
+    assert {name for name, spec in TASKS.items() if spec.decodes} == {"toy", "translation", "captioning"}
+    _with_row(monkeypatch, decodes=False)
+    with pytest.raises(TypeError, match=r"task 'toy': the task table says decodes=False, but its model section "
+                                        r"Seq2SeqModelConfig has `decoding` settings"):
+        task_class("toy")
+    monkeypatch.setitem(TASKS, "ner", dataclasses.replace(TASKS["ner"], decodes=True))
+    with pytest.raises(TypeError, match=r"task 'ner': the task table says decodes=True, but its model section "
+                                        r"TaggerModelConfig has no `decoding` settings"):
+        task_class("ner")
+
+
 def test_a_task_reading_no_files_refuses_eval_files():
     from seqtasks.cli import resolve_recipe
     from seqtasks.errors import SeqtasksError
