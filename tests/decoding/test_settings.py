@@ -376,7 +376,7 @@ def test_the_model_card_tables_every_setting_with_the_export_s_value_and_bounds(
     from seqtasks.export.model_card import _decoding
 
     decoding = SimpleNamespace(**{**defaults(), "beam_width": 5, "length_penalty": 0.6})
-    recipe = SimpleNamespace(model=SimpleNamespace(decoding=decoding))
+    recipe = SimpleNamespace(task="translation", model=SimpleNamespace(decoding=decoding))
     lines = _decoding(recipe, {"signatures": ["serving_default", "with_settings"]})
     rows = [line for line in lines if line.startswith("| `")]
     assert [re.match(r"\| `(\w+)`", row)[1] for row in rows] == list(NAMES)
@@ -384,6 +384,8 @@ def test_the_model_card_tables_every_setting_with_the_export_s_value_and_bounds(
         value = getattr(decoding, setting.name)
         assert row == f"| `{setting.name}` | {setting.dtype} | {value} | {setting.low}..{setting.high} | {setting.meaning} |"
     assert _decoding(recipe, {"signatures": ["serving_default"]}) == []
+    # A task that does not decode has no settings to table (its model section has no `decoding`).
+    assert _decoding(SimpleNamespace(task="ner", model=SimpleNamespace()), {"signatures": ["with_settings"]}) == []
 
 
 def test_the_server_serves_the_page_s_controls_from_the_declaration():
