@@ -9,6 +9,8 @@ is killed when they fail.
         -- tests/decoding/test_model_search.py -m "not slow"
     python -m benchmarks.mutants_by_hand seqtasks/recipe/schema.py CaptionerModelConfig.check \
         -- tests/recipe/test_loader.py -m "not slow"
+    python -m benchmarks.mutants_by_hand --only 4,10,11 seqtasks/data/augmentation.py TokenAugmenter.__call__ \
+        -- tests/data/test_augmentation.py -k tagging
 """
 
 import argparse
@@ -52,9 +54,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help="the module, relative to the repository")
     parser.add_argument("function", help="name, or Class.name")
+    parser.add_argument("--only", default=None, metavar="N,M,...", help="only these mutants (mutmut's numbers)")
     parser.add_argument("pytest_args", nargs="+", help="the tests (and pytest options) that should kill them")
     args = parser.parse_args(argv)
     mutants = mutants_of((REPO / "mutants" / args.path).read_text(encoding="utf-8"), args.function)
+    if args.only:
+        wanted = {int(number) for number in args.only.split(",")}
+        mutants = [(number, text) for number, text in mutants if number in wanted]
     if not mutants:
         sys.exit(f"mutants/{args.path}: no mutants of {args.function} (run `mutmut run` once to generate them)")
     original = (REPO / args.path).read_text(encoding="utf-8")

@@ -39,6 +39,11 @@ def _draws(rows, **columns):
      ["Dónde está", "«Hola»", "Sí", "Ay! Qué", "Hola", "3.5"]),
     (augmentation.strip_accents, ["¿Dónde está la estación?", "Ñandú, pingüino", "Straße"],
      ["¿Donde esta la estacion?", "Nandu, pinguino", "Straße"]),
+    # Letters beyond ASCII are raised too; a ligature, a superscript and a full-width letter, which carry no
+    # combining mark, stay as written (composed again as NFC, not folded as NFKC would).
+    (augmentation.title_case, ["élan ñandú über"], ["Élan Ñandú Über"]),
+    (augmentation.lower_first_letter, ["Ñandú corre.", "ÉL"], ["ñandú corre.", "éL"]),
+    (augmentation.strip_accents, ["ﬁn, m², Ａ, é"], ["ﬁn, m², Ａ, e"]),
 ])
 def test_each_transform_of_hand_written_text(function, texts, expected):
     assert _strings(function(tf.constant(texts))) == expected
@@ -56,11 +61,37 @@ def test_a_typo_drops_doubles_or_swaps_the_drawn_letter(at, kind, expected):
     assert _strings(typed) == [expected, "123 !"]  # a text without a letter is kept
 
 
+@pytest.mark.parametrize("function", [augmentation._lower, augmentation._upper, augmentation.title_case,
+                                      augmentation.lower_first_letter])
+def test_a_text_holding_a_nul_character_is_kept_as_it_is(function):
+    # TensorFlow's UTF-8 case mapping ends a string at its first NUL ("Tom\x00XY" would become "tom").
+    assert _strings(function(tf.constant(["Tom\x00XY", "Ana"])))[0] == "Tom\x00XY"
+
+
+@pytest.mark.parametrize("kind, expected", [
+    (0.3, "ola, sí"),  # below 1/3: dropped
+    (1 / 3, "hhola, sí"),  # from 1/3: doubled
+    (2 / 3, "ohla, sí"),  # from 2/3: swapped
+])
+def test_a_typo_s_kind_changes_at_one_third_and_two_thirds(kind, expected):
+    # The boundaries as float32 draws hold them.
+    kinds = tf.constant([kind, kind, kind], tf.float32)
+    typed = augmentation.typo(tf.constant(["hola, sí", "123 !", ""]), tf.zeros([3]), kinds)
+    assert _strings(typed) == [expected, "123 !", ""]  # an empty text is kept, the last row included
+
+
 def test_capitalised_words_are_those_written_so_inside_sentences_as_often_as_not():
     texts = ["Tom is here. The cat sleeps.", "I think Tom left, and I stayed.", "He went to Boston. Boston is big.",
              "the boston tea", "The the"]
     # "Boston" is capitalised once inside a sentence and lower-cased once; "The" only starts sentences.
     assert capitalised_words(texts) == ["Boston", "I", "Tom"]
+
+
+def test_capitalised_words_count_each_writing_of_a_word():
+    # "Ana" twice capitalised and twice not: kept; "Rosa" and "Ebay" once against twice: left out; "eBay" counts as
+    # lower-cased (its first letter), one-letter words ("a", "y") are words too.
+    texts = ["Hoy Ana vio a Ana y a ana y a ana.", "Luego Rosa y rosa y rosa.", "Compro en eBay y en eBay y en Ebay."]
+    assert capitalised_words(texts) == ["Ana"]
 
 
 PAIRS = [("Tengo hambre.", "I'm hungry."), ("Tom está aquí.", "Tom is here."),
@@ -128,6 +159,9 @@ def test_joined_pairs_are_sentences_of_one_text_or_one_sentence_of_statements(co
     # Without conjunctions a statement is joined with a comma.
     commas = _augment(_config(join=0.5), _draws(4, join=0.0, join_count=0.0, join_mode=0.9), names=NAMES)
     assert commas[0] == ("Tengo hambre, Tom está aquí.", "I'm hungry, Tom is here.")
+    # Without them there are two ways to join, each half the draws: below one half, as sentences.
+    sentences = _augment(_config(join=0.5), _draws(4, join=0.0, join_count=0.0, join_mode=0.4), names=NAMES)
+    assert sentences[0] == ("Tengo hambre. Tom está aquí.", "I'm hungry. Tom is here.")
     assert _augment(config, _draws(4, join=0.5), names=NAMES) == PAIRS
 
 
@@ -225,6 +259,17 @@ def test_tagging_lowers_or_raises_a_share_of_the_sentences_and_keeps_their_tags(
     assert lowered + raised + sum(row == kept for row in changed) == 10_000
     dense = TokenAugmenter(config, seed=2)(_draws(2, case=0.0), tf.constant([["A", "b"], ["C", ""]]))
     assert dense.numpy().tolist() == [[b"a", b"b"], [b"c", b""]]
+
+
+@pytest.mark.parametrize("lower, upper, case, expected", [
+    (0.4, 0.0, 0.4, [b"New", b"york"]),  # a draw equal to the lower-case share is not lowered
+    (0.2, 0.2, 0.2, [b"NEW", b"YORK"]),  # the upper-case share starts where the lower-case one ends
+    (0.2, 0.2, 0.4, [b"New", b"york"]),  # and ends before their sum
+])
+def test_tagging_s_case_shares_end_where_the_next_begins(lower, upper, case, expected):
+    augmenter = TokenAugmenter(SimpleNamespace(lower_case=lower, upper_case=upper), seed=1)
+    tokens = augmenter(_draws(1, case=case), tf.ragged.constant([["New", "york"]]))
+    assert tokens.to_list() == [expected]
 
 
 def test_a_resumed_tagging_epoch_trains_on_the_draws_an_uninterrupted_one_does(position):

@@ -70,3 +70,19 @@ def test_encoder_output_size():
     for mode in ("sum", "ave", "mul"):
         assert EncoderConfig(units=8, bidirectional=True, merge_mode=mode).output_dim == 8
     assert EncoderConfig(units=8, merge_mode="concat").output_dim == 8  # one direction: nothing to merge
+
+
+def test_an_augmentation_share_is_a_documented_fraction_off_by_default():
+    from seqtasks.recipe.schema import _share
+
+    share = _share("Share of pairs lower-cased.")
+    assert share.default == 0.0
+    assert share.metadata == {"doc": "Share of pairs lower-cased.", "min": 0.0, "max": 1.0}
+
+
+def test_a_tagging_recipe_sets_aside_documents_or_sentences_not_both():
+    from seqtasks.recipe.schema import TaggingDataConfig
+
+    both = TaggingDataConfig(path="train.txt", heldout_sentences=100, heldout_documents=5)
+    assert both.check() == [("heldout_sentences", "set aside documents or sentences, not both (heldout_documents is set)")]
+    assert TaggingDataConfig(path="train.txt", heldout_documents=5).check() == []

@@ -11,6 +11,7 @@ from seqtasks.text.sentences import (
     ABBREVIATIONS,
     FINAL_ABBREVIATIONS,
     NUMBER_ABBREVIATIONS,
+    _alternatives,
     _any_case,
     _LINE_BREAKS,
     _SPACES,
@@ -318,6 +319,13 @@ def test_the_graph_keeps_invalid_utf8_bytes_in_place():
 def test_an_abbreviation_is_matched_in_any_case_and_its_stops_only_as_stops(word, matched, unmatched):
     pattern = _any_case(word)
     assert [w for w in matched + unmatched if re.fullmatch(pattern, w)] == matched
+
+
+def test_the_abbreviations_become_one_alternation_longest_first_each_once():
+    # Longest first, so "Núm." is tried before "No." could match its start; each word once, in any case.
+    pattern = _alternatives(["No", "Núm", "EE. UU", "No"])
+    assert pattern == "[Ee][Ee]\\.\\ [Uu][Uu]|[Nn][Úú][Mm]|[Nn][Oo]"
+    assert re.match(pattern, "núm. 5")[0] == "núm" and re.match(pattern, "EE. UU.")[0] == "EE. UU"
 
 
 def test_an_empty_batch_gives_empty_results():
