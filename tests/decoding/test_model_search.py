@@ -247,6 +247,20 @@ def test_a_length_factor_ends_each_output_at_its_own_bound_as_written_out(factor
 
 
 @pytest.mark.backends
+def test_samples_end_at_the_length_factor_s_bound_of_their_own_input():
+    model = Model(6, "triple")
+    sampled = dict(num_samples=8, n_best=8, max_length=5, temperature=2.0, seed=3)
+    unbounded = np.asarray(search(model, INPUTS, sampled, lists=True)[1])
+    ids, lengths, _ = (np.asarray(x) for x in search(model, INPUTS, {**sampled, "length_factor": FACTOR}, lists=True))
+    for b, cap in enumerate(CAPS):
+        assert (unbounded[b] > cap).any(), b  # the draws would run past the bound
+        # The same draws, cut at the bound (best first, so compared as a multiset: the cut ones score anew).
+        np.testing.assert_array_equal(np.sort(lengths[b]), np.sort(np.minimum(unbounded[b], cap)))
+    if keras.config.backend() == "tensorflow":  # the loop runs no longer than the longest bound
+        assert ids.shape[-1] == max(CAPS)
+
+
+@pytest.mark.backends
 def test_a_length_factor_of_zero_or_on_inputs_other_than_tokens_bounds_nothing():
     from seqtasks.decoding.model_search import output_caps
 
