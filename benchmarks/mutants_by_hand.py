@@ -7,7 +7,7 @@ is killed when they fail.
 
     python -m benchmarks.mutants_by_hand seqtasks/decoding/model_search.py token_log_probs \
         -- tests/decoding/test_model_search.py -m "not slow"
-    python -m benchmarks.mutants_by_hand seqtasks/recipe/schema.py CaptionerModelConfig.check \
+    python -m benchmarks.mutants_by_hand seqtasks/tasks/captioning/config.py CaptionerModelConfig.check \
         -- tests/recipe/test_loader.py -m "not slow"
     python -m benchmarks.mutants_by_hand --only 4,10,11 seqtasks/data/augmentation.py TokenAugmenter.__call__ \
         -- tests/data/test_augmentation.py -k tagging

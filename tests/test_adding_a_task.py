@@ -17,13 +17,14 @@ def _block(language, starts_with):
 
 @pytest.mark.slow
 def test_the_documented_fifth_task_trains_evaluates_and_serves(tmp_path, monkeypatch):
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     (tmp_path / "summarisation.py").write_text(_block("python", '"""Summarisation'), encoding="utf-8")
     row = _block("python", "TaskSpec(").rstrip().removesuffix(",")
     (tmp_path / "summarisation_row.py").write_text(
-        "from seqtasks.recipe.schema import Seq2SeqModelConfig, TranslationDataConfig\n"
-        "from seqtasks.recipe.task_table import TaskSpec\n"
+        "from seqtasks.recipe.schema import Seq2SeqModelConfig\n"
+        "from seqtasks.tasks.translation.config import TranslationDataConfig\n"
+        "from seqtasks.tasks.table import TaskSpec\n"
         f"ROW = {row}\n",
         encoding="utf-8",
     )

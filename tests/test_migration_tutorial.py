@@ -289,7 +289,7 @@ def _has_field(config_class, dotted):
 
 def test_every_recipe_key_the_doc_names_exists():
     from seqtasks.recipe.schema import Recipe
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     spec = TASKS["translation"]
     sections = {"data": spec.data_config, "model": spec.model_config}

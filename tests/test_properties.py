@@ -18,7 +18,7 @@ from seqtasks.data.labelled_text import read_label_first_tsv, read_labelled_csv
 from seqtasks.data.parallel_corpus import read_parallel_tsv
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe import load_recipe, schema
-from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.table import TASKS
 
 # Only what these tests need beyond the profile `tests/conftest.py` loads (derandomized, with
 # SEQTASKS_PROPERTY_EXAMPLES examples, no deadline): every other setting comes from it.

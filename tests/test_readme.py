@@ -204,7 +204,7 @@ def _has_key(config_class, dotted):
 
 @pytest.mark.parametrize("task", TASK_SECTIONS)
 def test_each_task_section_names_its_export_and_recipe_keys_that_exist(task):
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     spec, section = TASKS[task], _section(TASK_SECTIONS[task])
     named = set(re.findall(r"`([\w.]+)`", section))

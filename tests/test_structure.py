@@ -4,6 +4,7 @@ Imports inside functions count too: a local import only hides a loop.
 """
 
 import ast
+import re
 
 import pytest
 
@@ -23,12 +24,23 @@ FLOORS = [
 ]
 FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}
 PACKAGE = REPO / "seqtasks"
+# The task table and each task's recipe sections are plain dataclasses that the recipe loader reads: they sit on
+# the recipe's floor, inside their tasks' folders.
+RECIPE_SECTIONS = re.compile(r"seqtasks\.tasks\.(table|\w+\.config)")
 
 
 def _part(module):
     """`seqtasks.tasks.captioning.data` -> `tasks`; `seqtasks` itself -> None."""
     pieces = module.split(".")
     return pieces[1] if pieces[0] == "seqtasks" and len(pieces) > 1 else None
+
+
+def _floor(module):
+    """The floor of the package's module `module`; None for `seqtasks` itself and other packages' modules."""
+    if RECIPE_SECTIONS.fullmatch(module):
+        return FLOOR["recipe"]
+    part = _part(module)
+    return None if part is None else FLOOR[part]
 
 
 def _imports(path):
@@ -51,8 +63,26 @@ def test_no_module_imports_from_a_floor_above(path):
     if own is None:
         return
     assert own in FLOOR, f"{path}: add its part {own!r} to a floor in FLOORS"
-    above = [name for name in _imports(path) if _part(name) and FLOOR[_part(name)] > FLOOR[own]]
-    assert not above, f"{module} (floor {FLOOR[own]}) imports from above: {above}"
+    floor = _floor(module.removesuffix(".__init__"))
+    above = [name for name in _imports(path) if _floor(name) is not None and _floor(name) > floor]
+    assert not above, f"{module} (floor {floor}) imports from above: {above}"
+
+
+def test_the_task_table_and_the_tasks_sections_are_on_the_recipe_floor():
+    assert _floor("seqtasks.tasks.table") == _floor("seqtasks.tasks.ner.config") == FLOOR["recipe"]
+    assert _floor("seqtasks.tasks.ner.task") == _floor("seqtasks.tasks.ner.configs") == FLOOR["tasks"]
+    assert _floor("seqtasks.tasks.ner.export.config") == FLOOR["tasks"]
+
+
+def test_reading_a_task_section_runs_only_the_recipe_floor_and_the_task_contract():
+    # Importing seqtasks.tasks.<name>.config runs the packages' __init__ files first: they, and the contract
+    # they import, load nothing above the recipe's floor but the contract itself (imports inside functions wait).
+    for path in [PACKAGE / "tasks" / "__init__.py", PACKAGE / "tasks" / "base.py", *PACKAGE.glob("tasks/*/__init__.py")]:
+        top = [node for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        names = [alias.name for node in top if isinstance(node, ast.Import) for alias in node.names]
+        names += [node.module for node in top if isinstance(node, ast.ImportFrom) and node.level == 0]
+        reached = [name for name in names if _floor(name) is not None and _floor(name) > FLOOR["recipe"]]
+        assert set(reached) <= {"seqtasks.tasks.base"}, f"{path.relative_to(REPO)} imports {reached}"
 
 
 def test_every_part_of_the_package_is_on_a_floor():

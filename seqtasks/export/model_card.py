@@ -12,7 +12,7 @@ import json
 from seqtasks import __version__
 from seqtasks.export.signatures import ATTENTION_SIGNATURE, PREFIX_SIGNATURE, SCORE_SIGNATURE, SETTINGS_SIGNATURE
 from seqtasks.recipe import dump_recipe
-from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.table import TASKS
 
 CARD = "MODEL_CARD.md"
 

@@ -9,7 +9,7 @@ import typing
 
 from seqtasks.recipe.loader import MAX_NESTING, MAX_RECIPE_BYTES
 from seqtasks.recipe.schema import Recipe
-from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.table import TASKS
 from seqtasks.utils.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
 
 
@@ -81,7 +81,7 @@ def reference():
     lines = [
         "# Recipe reference",
         "",
-        "Generated from `seqtasks/recipe/schema.py` by `python -m seqtasks.recipe.reference`; do not edit by hand.",
+        "Generated from `seqtasks/recipe/schema.py` and each task's `config.py` by `python -m seqtasks.recipe.reference`; do not edit by hand.",
         "Every key may be set in a recipe file or with `--set dotted.key=value`. Unknown keys, wrong types",
         "and values outside the bounds are errors naming the file, the key and the line.",
         "",

@@ -1,9 +1,9 @@
-"""Task implementations: one `Task` subclass per row of the task table (`seqtasks.recipe.task_table`)."""
+"""Task implementations: one `Task` subclass per row of the task table (`seqtasks.tasks.table`)."""
 
 import dataclasses
 import importlib
 
-from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.table import TASKS
 from seqtasks.tasks.base import Evaluation, Task
 
 __all__ = ["Evaluation", "Task", "make_task", "task_class"]

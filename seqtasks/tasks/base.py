@@ -4,7 +4,7 @@ import abc
 from dataclasses import dataclass, field
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.table import TASKS
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Task(abc.ABC):
 
     `prepare` or `restore` comes before anything that needs what is learned
     from the training data (vocabularies, labels); a task keeps that on
-    itself. The task table (`seqtasks.recipe.task_table`) declares each
+    itself. The task table (`seqtasks.tasks.table`) declares each
     task's recipe sections and serving input and outputs (`spec`).
 
     Args:

@@ -11,7 +11,7 @@ from seqtasks.data.labelled_text import (
     split_examples,
 )
 from seqtasks.errors import SeqtasksError
-from seqtasks.recipe.schema import TextClassificationDataConfig
+from seqtasks.tasks.sentiment.config import TextClassificationDataConfig
 
 CSV = 'id,label,text\n1,1,"Great, really ""great"" film"\n2,0,Dull.\n'
 

@@ -22,7 +22,7 @@ class _Predictor:
     """Answers like a translation export: each text upper-cased, its length as the score."""
 
     def __init__(self):
-        from seqtasks.recipe.task_table import TASKS
+        from seqtasks.tasks.table import TASKS
 
         self.spec = TASKS["translation"]
         self.path = "export/1"

@@ -338,7 +338,7 @@ def test_tag_ids_past_float16_precision_decode_exactly_under_a_float16_floatx(fl
 
 def test_iob1_files_are_read_as_iob2_so_the_iob2_constraints_apply_to_what_iob1_allows(tmp_path):
     from seqtasks.data.conll import read_conll
-    from seqtasks.recipe.schema import TaggingDataConfig
+    from seqtasks.tasks.ner.config import TaggingDataConfig
     from seqtasks.tasks.ner.task import tag_vocabulary
 
     # IOB1 (CoNLL-2003): an entity opens with I-; B- only splits two adjacent entities of one type.

@@ -402,7 +402,7 @@ def _bounded_fields():
     import typing
 
     from seqtasks.recipe.schema import Recipe
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     def fields(cls, prefix):
         hints = typing.get_type_hints(cls)
@@ -1024,7 +1024,7 @@ def test_lists_are_copied_and_optional_values_may_be_null(tmp_path):
 
 
 def test_every_data_section_is_built_even_when_left_out(tmp_path):
-    from seqtasks.recipe.schema import ToyDataConfig
+    from seqtasks.tasks.toy.config import ToyDataConfig
 
     assert load_recipe(write(tmp_path, "task: toy\n")).data == ToyDataConfig()
     assert load_recipe(write(tmp_path, "task: toy\ndata:\nmodel:\n")).data == ToyDataConfig()
@@ -1214,7 +1214,7 @@ def test_every_set_key_is_checked_not_only_the_first(tmp_path):
 def _leaf_fields():
     """`(task, dotted path, type, metadata)` of every scalar and list field; the common sections once, with toy."""
     from seqtasks.recipe.schema import Recipe
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     def walk(cls, prefix):
         hints = typing.get_type_hints(cls)

@@ -158,10 +158,10 @@ def test_a_section_of_sections_only_has_no_table():
 
 
 def test_the_reference_has_one_section_per_task_and_ends_with_one_newline():
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     text = reference()
-    assert text.startswith("# Recipe reference\n\nGenerated from `seqtasks/recipe/schema.py`")
+    assert text.startswith("# Recipe reference\n\nGenerated from `seqtasks/recipe/schema.py` and each task")
     assert text.endswith(" |\n") and not text.endswith("\n\n")
     for task in TASKS.values():
         assert f"## Task `{task.name}`\n\n{task.description}\n\n### `data`\n\n" in text

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from seqtasks.errors import SeqtasksError
 from seqtasks.recipe.schema import spec
-from seqtasks.recipe.task_table import TaskSpec
+from seqtasks.tasks.table import TaskSpec
 from seqtasks.tasks.base import Evaluation, Task
 
 TAGS = ("U", "L", "D", "S", "P")

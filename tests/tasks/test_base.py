@@ -39,7 +39,7 @@ def _serve_with_the_row(export, port):
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from tests.support import char_tagging\n"
-        "from seqtasks.recipe.task_table import TASKS\n"
+        "from seqtasks.tasks.table import TASKS\n"
         "TASKS[char_tagging.ROW.name] = char_tagging.ROW\n"
         "from seqtasks.cli import main\n"
         "main(['serve', sys.argv[2], '--port', sys.argv[3]])\n"
@@ -50,7 +50,7 @@ def _serve_with_the_row(export, port):
 
 
 def test_a_task_in_one_file_and_one_row_trains_evaluates_exports_serves_and_loads(tmp_path, monkeypatch):
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     monkeypatch.setitem(TASKS, char_tagging.ROW.name, char_tagging.ROW)
     texts = [line.split("\t")[0] for line in SAMPLE_PAIRS.read_text(encoding="utf-8").splitlines()[:300]]

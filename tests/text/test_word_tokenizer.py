@@ -120,7 +120,7 @@ def test_a_classifier_gives_raw_text_and_its_tokens_the_same_probabilities():
     import numpy as np
 
     from seqtasks.models import TextClassifier
-    from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.tasks.sentiment.config import TextClassificationDataConfig
     from seqtasks.tasks.sentiment.export import make_classifier_module
     from seqtasks.tasks.sentiment.task import make_text_encoder
     from seqtasks.text.word_tokenizer import split_words

@@ -22,7 +22,7 @@ import pytest
 from seqtasks.errors import RecipeError
 from seqtasks.lifecycle.runner import Runner
 from seqtasks.recipe import dump_recipe, load_recipe
-from seqtasks.recipe.task_table import TASKS
+from seqtasks.tasks.table import TASKS
 from seqtasks.training.checkpoints import step_file
 from tests.conftest import REPO, seqtasks_command
 from tests.support.trained_runs import TRANSLATION_WITHOUT_ATTENTION

@@ -157,7 +157,7 @@ def test_the_members_benchmark_scores_each_member_and_the_ensemble_as_the_run_do
 
 def test_tag_vocabulary_and_unknown_validation_types():
     from seqtasks.errors import SeqtasksError
-    from seqtasks.recipe.schema import TaggingDataConfig
+    from seqtasks.tasks.ner.config import TaggingDataConfig
     from seqtasks.tasks.ner.task import tag_vocabulary
 
     config = TaggingDataConfig(path="train.conll", validation_path="dev.conll")

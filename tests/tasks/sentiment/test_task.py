@@ -91,7 +91,7 @@ def test_classification_metrics_by_hand():
 def test_text_encoder_strips_html_and_keeps_the_first_or_last_subwords():
     import tensorflow as tf
 
-    from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.tasks.sentiment.config import TextClassificationDataConfig
     from seqtasks.text.special_ids import RESERVED_TOKENS
     from seqtasks.tasks.sentiment.task import make_text_encoder
     from seqtasks.text.subword_tokenizer import SubwordTokenizer
@@ -120,7 +120,7 @@ def test_served_texts_are_cut_to_a_character_limit_that_grows_with_max_length():
 
 def test_labels_outside_the_recipe_labels_are_named():
     from seqtasks.errors import SeqtasksError
-    from seqtasks.recipe.schema import TextClassificationDataConfig
+    from seqtasks.tasks.sentiment.config import TextClassificationDataConfig
     from seqtasks.tasks.sentiment.task import class_labels
 
     config = TextClassificationDataConfig(path="train.tsv", validation_path="dev.tsv", labels=["0", "1"])

@@ -1,23 +1,19 @@
 """The task table: every task `seqtasks run` knows, what its recipe sections are and what it serves.
 
-It names each task's implementation as `module:Class` without importing it,
-so reading recipes, listing them and `seqtasks --help` never import task code
-or TensorFlow. `seqtasks.tasks.task_class` imports and checks the class.
+It sits on the recipe's floor with the tasks' recipe sections (`<task>/config.py`, plain dataclasses):
+the recipe loader reads it. It names each task's implementation as `module:Class` without importing it,
+so reading recipes, listing them and `seqtasks --help` never import task code or TensorFlow.
+`seqtasks.tasks.task_class` imports and checks the class.
 """
 
 from dataclasses import dataclass
 
-from seqtasks.recipe.schema import (
-    CaptionerModelConfig,
-    CaptioningDataConfig,
-    Seq2SeqModelConfig,
-    TaggerModelConfig,
-    TaggingDataConfig,
-    TextClassificationDataConfig,
-    TextClassifierModelConfig,
-    ToyDataConfig,
-    TranslationDataConfig,
-)
+from seqtasks.recipe.schema import Seq2SeqModelConfig
+from seqtasks.tasks.captioning.config import CaptionerModelConfig, CaptioningDataConfig
+from seqtasks.tasks.ner.config import TaggerModelConfig, TaggingDataConfig
+from seqtasks.tasks.sentiment.config import TextClassificationDataConfig, TextClassifierModelConfig
+from seqtasks.tasks.toy.config import ToyDataConfig
+from seqtasks.tasks.translation.config import TranslationDataConfig
 
 
 @dataclass(frozen=True)

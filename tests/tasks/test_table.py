@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from seqtasks.recipe.task_table import TASKS, TaskSpec
+from seqtasks.tasks.table import TASKS, TaskSpec
 from seqtasks.tasks import Task, task_class
 
 
@@ -17,6 +17,27 @@ def test_every_task_in_the_table_loads_a_complete_task_class(name):
     assert spec.serving_input in ("text", "image") and spec.serving_outputs
     assert "val_loss" in spec.monitors
 
+
+
+def _sections(cls):
+    """`cls` and the section dataclasses nested in it, at any depth."""
+    yield cls
+    for field in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(field.default_factory):
+            yield from _sections(field.default_factory)
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_a_task_s_own_recipe_sections_lie_in_its_folder_and_document_every_field(name):
+    spec = TASKS[name]
+    folder = spec.implementation.partition(":")[0].rpartition(".")[0]
+    assert folder == f"seqtasks.tasks.{name}"
+    for section in {*_sections(spec.data_config), *_sections(spec.model_config)}:
+        # A section is the task's own (its folder's config.py) or one every task shares (the schema).
+        assert section.__module__ in (f"{folder}.config", "seqtasks.recipe.schema"), section
+        for field in dataclasses.fields(section):
+            assert field.metadata.get("doc"), f"{section.__name__}.{field.name}"
+    assert spec.data_config.__module__ == f"{folder}.config"
 
 def _with_row(monkeypatch, **changes):
     monkeypatch.setitem(TASKS, "toy", dataclasses.replace(TASKS["toy"], **changes))
@@ -113,6 +134,6 @@ def test_reading_recipes_imports_no_task_code_nor_tensorflow(fresh_python):
     ],
 )
 def test_the_outputs_an_n_best_export_adds_by_task(task, outputs):
-    from seqtasks.recipe.task_table import TASKS
+    from seqtasks.tasks.table import TASKS
 
     assert TASKS[task].n_best_outputs() == outputs
