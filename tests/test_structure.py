@@ -24,9 +24,9 @@ FLOORS = [
 ]
 FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}
 PACKAGE = REPO / "seqtasks"
-# The task table and each task's recipe sections are plain dataclasses that the recipe loader reads: they sit on
-# the recipe's floor, inside their tasks' folders.
-RECIPE_SECTIONS = re.compile(r"seqtasks\.tasks\.(table|\w+\.config)")
+# What reading a recipe imports of `tasks/`: the task table (the recipe loader finds it through its entry point,
+# seqtasks/recipe/tasks.py), the tasks' recipe sections, their packages' __init__ files and the contract.
+RECIPE_SECTIONS = re.compile(r"seqtasks\.tasks(\.table|\.base|\.\w+(\.config)?)?")
 
 
 def _part(module):
@@ -37,8 +37,6 @@ def _part(module):
 
 def _floor(module):
     """The floor of the package's module `module`; None for `seqtasks` itself and other packages' modules."""
-    if RECIPE_SECTIONS.fullmatch(module):
-        return FLOOR["recipe"]
     part = _part(module)
     return None if part is None else FLOOR[part]
 
@@ -68,21 +66,18 @@ def test_no_module_imports_from_a_floor_above(path):
     assert not above, f"{module} (floor {floor}) imports from above: {above}"
 
 
-def test_the_task_table_and_the_tasks_sections_are_on_the_recipe_floor():
-    assert _floor("seqtasks.tasks.table") == _floor("seqtasks.tasks.ner.config") == FLOOR["recipe"]
-    assert _floor("seqtasks.tasks.ner.task") == _floor("seqtasks.tasks.ner.configs") == FLOOR["tasks"]
-    assert _floor("seqtasks.tasks.ner.export.config") == FLOOR["tasks"]
-
-
-def test_reading_a_task_section_runs_only_the_recipe_floor_and_the_task_contract():
-    # Importing seqtasks.tasks.<name>.config runs the packages' __init__ files first: they, and the contract
-    # they import, load nothing above the recipe's floor but the contract itself (imports inside functions wait).
-    for path in [PACKAGE / "tasks" / "__init__.py", PACKAGE / "tasks" / "base.py", *PACKAGE.glob("tasks/*/__init__.py")]:
+def test_reading_a_task_s_sections_imports_no_task_code():
+    # The recipe loader imports the table (through its entry point), and so the tasks' config.py files and the
+    # packages' __init__ files they run first: those import, at their top, only the recipe's floor and below,
+    # and of tasks/ only each other and the contract (imports inside functions wait until called).
+    for path in [PACKAGE / "tasks" / "__init__.py", PACKAGE / "tasks" / "base.py", PACKAGE / "tasks" / "table.py",
+                 *PACKAGE.glob("tasks/*/__init__.py"), *PACKAGE.glob("tasks/*/config.py")]:
         top = [node for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, (ast.Import, ast.ImportFrom))]
         names = [alias.name for node in top if isinstance(node, ast.Import) for alias in node.names]
         names += [node.module for node in top if isinstance(node, ast.ImportFrom) and node.level == 0]
         reached = [name for name in names if _floor(name) is not None and _floor(name) > FLOOR["recipe"]]
-        assert set(reached) <= {"seqtasks.tasks.base"}, f"{path.relative_to(REPO)} imports {reached}"
+        assert all(RECIPE_SECTIONS.fullmatch(name) for name in reached), f"{path.relative_to(REPO)} imports {reached}"
+    assert RECIPE_SECTIONS.fullmatch("seqtasks.tasks.ner.config") and not RECIPE_SECTIONS.fullmatch("seqtasks.tasks.ner.task")
 
 
 def test_every_part_of_the_package_is_on_a_floor():

@@ -12,7 +12,7 @@ import json
 from seqtasks import __version__
 from seqtasks.export.signatures import ATTENTION_SIGNATURE, PREFIX_SIGNATURE, SCORE_SIGNATURE, SETTINGS_SIGNATURE
 from seqtasks.recipe import dump_recipe
-from seqtasks.tasks.table import TASKS
+from seqtasks.recipe.tasks import task_table
 
 CARD = "MODEL_CARD.md"
 
@@ -119,7 +119,7 @@ def model_card(
     recipe, signature, source, version, input_limits, metrics=None, metrics_recipe_differs=False, data_notes=()
 ):
     """The Markdown model card of the export in `version` (see `audit_files` for the arguments)."""
-    spec = TASKS[recipe.task]
+    spec = task_table()[recipe.task]
     (input_name,) = signature["inputs"]
     lines = [f"# {recipe.name}", "", spec.description]
     if recipe.description:
@@ -175,7 +175,7 @@ def _decoding(recipe, signature):
     """The decoding settings' table: this export's own values (`decoding_defaults`), the bounds a request may ask."""
     from seqtasks.decoding.settings import SETTINGS
 
-    if not TASKS[recipe.task].decodes or SETTINGS_SIGNATURE not in signature.get("signatures", []):
+    if not task_table()[recipe.task].decodes or SETTINGS_SIGNATURE not in signature.get("signatures", []):
         return []
     decoding = recipe.model.decoding
     lines = ["## Decoding settings", "",

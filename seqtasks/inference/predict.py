@@ -23,7 +23,7 @@ def read_inputs(path):
 class Predictor:
     """A SavedModel's `serving_default` with its one string input, `text` or `image` (encoded image bytes).
 
-    The task table (`seqtasks.tasks.table`) tells which task's export it
+    The task tables (`seqtasks.recipe.tasks.task_table`) tell which task's export it
     is, by its input and output names, and so which output a line shows.
     `path` is the SavedModel's folder.
     """
@@ -257,7 +257,7 @@ def _task_of(input_name, outputs, path=None):
     its input and outputs are that task's, else the first row whose are; None if none. Outputs are a task's
     when they hold its first output and no other than it declares (an older export may lack later ones)."""
     from seqtasks.export.saved_model import AUDIT_FOLDER
-    from seqtasks.tasks.table import TASKS
+    from seqtasks.recipe.tasks import task_table
 
     def fits(spec):
         # An export of before a task gained outputs has fewer of them (NER's entity outputs): its first one and
@@ -266,9 +266,10 @@ def _task_of(input_name, outputs, path=None):
         return spec.serving_input == input_name and spec.serving_outputs[0] in outputs and outputs <= declared
 
     named = _recipe_task(Path(path) / AUDIT_FOLDER / "recipe.yaml") if path is not None else None
-    if named in TASKS and fits(TASKS[named]):
-        return TASKS[named]
-    return next((spec for spec in TASKS.values() if fits(spec)), None)
+    tasks = task_table()
+    if named in tasks and fits(tasks[named]):
+        return tasks[named]
+    return next((spec for spec in tasks.values() if fits(spec)), None)
 
 
 def _recipe_task(file):

@@ -16,11 +16,9 @@ from typing import Any
 
 import yaml
 
-# The module, not its TASKS: the tasks' sections (tasks/<name>/config.py) import seqtasks.recipe, which imports
-# this module, so the table may still be loading when this module is.
-import seqtasks.tasks.table as task_table
 from seqtasks.errors import RecipeError, SeqtasksError
 from seqtasks.recipe.schema import Recipe
+from seqtasks.recipe.tasks import task_table
 from seqtasks.utils.regular_files import describe_size, open_regular_file, reading_errors
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -268,9 +266,9 @@ def _set_dotted(raw, key, value):
 
 def _check_override_keys(keys, task):
     """Every `--set` key must name a field of the schema (of `task`, when known)."""
-    types = {}
-    if isinstance(task, str) and task in task_table.TASKS:
-        types = {"data": task_table.TASKS[task].data_config, "model": task_table.TASKS[task].model_config}
+    types, tasks = {}, task_table()
+    if isinstance(task, str) and task in tasks:
+        types = {"data": tasks[task].data_config, "model": tasks[task].model_config}
     for key in keys:
         cls = Recipe
         parts = key.split(".")
@@ -313,12 +311,12 @@ def _key_lines(root):
 
 
 def _build_recipe(raw, sources):
-    task = raw.get("task")
+    task, tasks = raw.get("task"), task_table()
     if task is None:
-        raise sources.error("task", f"missing; expected one of {', '.join(task_table.TASKS)}")
-    if not isinstance(task, str) or task not in task_table.TASKS:
-        raise sources.error("task", f"expected one of {', '.join(task_table.TASKS)}; got {_describe(task)}")
-    spec_of_task = task_table.TASKS[task]
+        raise sources.error("task", f"missing; expected one of {', '.join(tasks)}")
+    if not isinstance(task, str) or task not in tasks:
+        raise sources.error("task", f"expected one of {', '.join(tasks)}; got {_describe(task)}")
+    spec_of_task = tasks[task]
     types = {"data": spec_of_task.data_config, "model": spec_of_task.model_config}
     for name in types:
         if raw.get(name) is None:

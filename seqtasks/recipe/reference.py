@@ -9,7 +9,7 @@ import typing
 
 from seqtasks.recipe.loader import MAX_NESTING, MAX_RECIPE_BYTES
 from seqtasks.recipe.schema import Recipe
-from seqtasks.tasks.table import TASKS
+from seqtasks.recipe.tasks import task_table
 from seqtasks.utils.regular_files import MAX_DATA_FILE_BYTES, MAX_LINE_BYTES, describe_size
 
 
@@ -95,7 +95,7 @@ def reference():
         "",
         *_rows(Recipe, ""),
     ]
-    for task in TASKS.values():
+    for task in task_table().values():
         lines += [f"## Task `{task.name}`", "", task.description, "", "### `data`", ""]
         lines += _rows(task.data_config, "data.")
         lines += ["### `model`", ""]

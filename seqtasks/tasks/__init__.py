@@ -1,9 +1,10 @@
-"""Task implementations: one `Task` subclass per row of the task table (`seqtasks.tasks.table`)."""
+"""Task implementations: one `Task` subclass per row of a task table (`seqtasks.tasks.table`, and those of other
+packages: `seqtasks.recipe.tasks`)."""
 
 import dataclasses
 import importlib
 
-from seqtasks.tasks.table import TASKS
+from seqtasks.recipe.tasks import task_table
 from seqtasks.tasks.base import Evaluation, Task
 
 __all__ = ["Evaluation", "Task", "make_task", "task_class"]
@@ -11,7 +12,7 @@ __all__ = ["Evaluation", "Task", "make_task", "task_class"]
 
 def task_class(name):
     """The `Task` subclass the task table names for task `name`, checked against the contract."""
-    spec = TASKS[name]
+    spec = task_table()[name]
     module_name, _, class_name = spec.implementation.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Task)):

@@ -4,7 +4,7 @@ import abc
 from dataclasses import dataclass, field
 
 from seqtasks.errors import SeqtasksError
-from seqtasks.tasks.table import TASKS
+from seqtasks.recipe.tasks import task_table
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Task(abc.ABC):
     @property
     def spec(self):
         """The task's row of the task table."""
-        return TASKS[self.recipe.task]
+        return task_table()[self.recipe.task]
 
     @abc.abstractmethod
     def read_splits(self):
