@@ -1,4 +1,5 @@
 import dataclasses
+import re
 import textwrap
 import typing
 
@@ -9,6 +10,7 @@ from seqtasks.decoding.settings import MAX_BEAM_WIDTH, MAX_DECODE_LENGTH
 from seqtasks.errors import RecipeError
 from seqtasks.recipe import dump_recipe, load_recipe
 from seqtasks.recipe.schema import Seq2SeqModelConfig, TrainingConfig
+from tests.conftest import REPO
 
 
 def write(tmp_path, text, name="x.yaml"):
@@ -1422,3 +1424,22 @@ def test_a_missing_recipe_file_is_a_recipe_error(tmp_path):
 
     with pytest.raises(RecipeError, match="missing.yaml: no such recipe file"):
         load_recipe(tmp_path / "missing.yaml")
+
+
+_TOY_RECIPE = REPO / "recipes" / "toy.yaml"
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["training.average_last=1"], "an average of one checkpoint is that checkpoint; expected 0 (none) or at least 2"),
+        (["training.average_last=3"], "must not exceed training.keep_checkpoints (2); got 3"),
+        (["training.average_last=2", "training.ema_momentum=0.99"],
+         "training.ema_momentum already averages the weights over steps; use one or the other"),
+    ],
+)
+def test_a_recipe_that_cannot_average_so_is_refused_naming_the_field(overrides, expected):
+    with pytest.raises(RecipeError, match=re.escape(f"training.average_last: {expected}")):
+        load_recipe(_TOY_RECIPE, overrides)
+    assert load_recipe(_TOY_RECIPE, ["training.average_last=2"]).training.average_last == 2
+    assert load_recipe(_TOY_RECIPE, ["training.average_last=3", "training.keep_checkpoints=3"]).training.average_last == 3

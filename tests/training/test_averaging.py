@@ -12,7 +12,6 @@ step checkpoints of a tiny model, each with weights of its own
 """
 
 import json
-import re
 from types import SimpleNamespace
 
 import keras
@@ -29,22 +28,6 @@ from tests.support.trained_runs import TRANSLATION_WITHOUT_ATTENTION
 
 
 TOY = REPO / "recipes" / "toy.yaml"
-
-
-@pytest.mark.parametrize(
-    "overrides, expected",
-    [
-        (["training.average_last=1"], "an average of one checkpoint is that checkpoint; expected 0 (none) or at least 2"),
-        (["training.average_last=3"], "must not exceed training.keep_checkpoints (2); got 3"),
-        (["training.average_last=2", "training.ema_momentum=0.99"],
-         "training.ema_momentum already averages the weights over steps; use one or the other"),
-    ],
-)
-def test_a_recipe_that_cannot_average_so_is_refused_naming_the_field(overrides, expected):
-    with pytest.raises(RecipeError, match=re.escape(f"training.average_last: {expected}")):
-        load_recipe(TOY, overrides)
-    assert load_recipe(TOY, ["training.average_last=2"]).training.average_last == 2
-    assert load_recipe(TOY, ["training.average_last=3", "training.keep_checkpoints=3"]).training.average_last == 3
 
 
 def test_every_task_names_a_headline_its_evaluation_reports_and_a_task_without_one_cannot_average():
